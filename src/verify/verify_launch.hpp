@@ -1,0 +1,40 @@
+// Host-side interface of the verify kernels, called by src/api after
+// validation. Nothing here validates arguments; everything here may throw
+// kdtree::Error (CUDA failures) and only enqueues work on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/device.hpp"
+#include "kdtree_kernels.h"
+
+namespace kdtree::verify {
+
+// Host-only decisions for one call, a pure function of host fields and the
+// device's SM count (so workspace size and grid are capture-stable).
+struct Plan {
+  int num_splits = 1;          // resolved split-K factor (>= 1)
+  size_t workspace_bytes = 0;  // partial states; 0 when num_splits == 1
+};
+
+Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev);
+
+// Sets kernel attributes (opt-in shared memory) for the current device.
+// Called once per device by kdtree::prepared_device().
+void prepare_kernels(const DeviceInfo& dev);
+
+// The production split-K tensor-core verify. `workspace` holds
+// plan.workspace_bytes.
+void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* workspace,
+                  const DeviceInfo& dev, cudaStream_t stream);
+
+// The naive fp32 GPU oracle (kdtree_verify_paged_reference).
+void launch_paged_reference(const kdtree_verify_paged_params& p, cudaStream_t stream);
+
+// kdtree_verify_contiguous.
+void launch_contiguous(const kdtree_verify_contiguous_params& p, cudaStream_t stream);
+
+}  // namespace kdtree::verify
