@@ -62,6 +62,8 @@ def parse_args(argv=None):
                     help="also time ours with num_splits 1,2,4,8,16,32 and auto")
     ap.add_argument("--peers", default="torch,triton,flashmla,flashinfer",
                     help="comma list of peers to try (torch,triton,flashmla,flashinfer or none)")
+    ap.add_argument("--site", action="append", default=[],
+                    help="extra import path for peers (e.g. /tmp/site with sglang); repeatable")
     ap.add_argument("--commit", default=None, help="commit id to record (default: git rev-parse)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
@@ -635,6 +637,7 @@ def write_outputs(args, report) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    sys.path[1:1] = [str(Path(p).resolve()) for p in args.site]  # after bench/ itself
     if args.dry_run:
         return dry_run(args)
     return gpu_run(args)

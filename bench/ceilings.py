@@ -61,13 +61,16 @@ def mma_peak(device_index: int) -> Tuple[float, str, bool]:
         return NOMINAL_MMA_FLOP_PER_S, "nvcc not found", False
     with tempfile.TemporaryDirectory(prefix="kdtree_mma_peak_") as tmp:
         exe = Path(tmp) / "mma_peak"
-        build = subprocess.run([nvcc, "-O3", f"-arch={arch}", "-o", str(exe),
-                                str(HERE / "mma_peak.cu")],
-                               capture_output=True, text=True, timeout=300)
-        if build.returncode != 0:
-            return NOMINAL_MMA_FLOP_PER_S, f"nvcc -arch={arch} failed:\n{build.stderr}", False
-        run = subprocess.run([str(exe), "65536", str(device_index)],
-                             capture_output=True, text=True, timeout=300)
+        try:
+            build = subprocess.run([nvcc, "-O3", f"-arch={arch}", "-o", str(exe),
+                                    str(HERE / "mma_peak.cu")],
+                                   capture_output=True, text=True, timeout=300)
+            if build.returncode != 0:
+                return NOMINAL_MMA_FLOP_PER_S, f"nvcc -arch={arch} failed:\n{build.stderr}", False
+            run = subprocess.run([str(exe), "65536", str(device_index)],
+                                 capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as e:
+            return NOMINAL_MMA_FLOP_PER_S, f"{type(e).__name__}: {e}", False
         log = (run.stdout + run.stderr).strip()
         match = re.search(r"^TFLOPS\s+([0-9.]+)", run.stdout, re.MULTILINE)
         if run.returncode != 0 or not match:

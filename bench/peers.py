@@ -21,7 +21,9 @@ import importlib.util
 import inspect
 import math
 import sys
+import tempfile
 import types
+import zipfile
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
@@ -30,6 +32,8 @@ import torch
 
 from inputs import InputSet, causal_masks
 from shapes import HEAD_DIM, HEAD_DIM_LATENT, HEAD_DIM_ROPE
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 class Peer:
@@ -224,7 +228,22 @@ def _sglang_package_dir() -> Optional[Path]:
         candidate = Path(entry or ".") / "sglang"
         if (candidate / "__init__.py").is_file():
             return candidate
-    return None
+    return _sglang_from_carried_wheel()
+
+
+def _sglang_from_carried_wheel() -> Optional[Path]:
+    """A wheel carried as <repo>/.whl/sglang-*.whl: unzip its Python files to a
+    temporary directory (only the kernel files are imported, so no install and
+    none of its dependencies are needed)."""
+    wheels = sorted((REPO / ".whl").glob("sglang-*.whl"))
+    if not wheels:
+        return None
+    target = Path(tempfile.gettempdir()) / "kdtree_bench_sglang" / wheels[-1].stem
+    if not (target / "sglang" / "__init__.py").is_file():
+        with zipfile.ZipFile(wheels[-1]) as wheel:
+            wheel.extractall(target, [n for n in wheel.namelist()
+                                      if n.startswith("sglang/") and n.endswith(".py")])
+    return target / "sglang"
 
 
 def load_sglang_extend_attention() -> Tuple[Optional[Callable], str]:
@@ -280,7 +299,7 @@ class TritonPeer(Peer):
         super().__init__(inp)
         self.fn, self.how = self.load()
         if self.fn is None:
-            raise RuntimeError(self.how)
+            raise ImportError(self.how)
         case = inp.case
         dev = inp.q.device
         prefix_slots = np.concatenate([inp.prefix_slots(b) for b in range(case.batch)])

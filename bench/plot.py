@@ -39,7 +39,6 @@ def plot_report(report: Dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     shapes: List[Dict] = report["shapes"]
-    ids = [r["meta"]["id"] for r in shapes]
     xs = list(range(len(shapes)))
     fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(shapes) + 3), 5.0))
 
