@@ -1,0 +1,119 @@
+// Host side of kdtree_verify_paged: the split plan, the workspace layout and
+// the dispatch from runtime dtypes / device arch to the compiled kernels.
+#include <algorithm>
+
+#include "verify/verify_launch.hpp"
+#include "verify/verify_paged_tiles.cuh"
+
+namespace kdtree::verify {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr int kMaxAutoSplits = 64;
+constexpr int kMinTilesPerSplit = 4;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+int block_rows(TileConfigId config) {
+  switch (config) {
+    case TileConfigId::kLarge: return LargeConfig::kBlockM;
+    case TileConfigId::kMedium: return MediumConfig::kBlockM;
+    default: return SmallConfig::kBlockM;
+  }
+}
+int block_keys(TileConfigId config) {
+  switch (config) {
+    case TileConfigId::kLarge: return LargeConfig::kBlockN;
+    case TileConfigId::kMedium: return MediumConfig::kBlockN;
+    default: return SmallConfig::kBlockN;
+  }
+}
+
+size_t partial_out_bytes(const kdtree_verify_paged_params& p, int splits) {
+  return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * kLatentDim * sizeof(float));
+}
+size_t partial_lse_bytes(const kdtree_verify_paged_params& p, int splits) {
+  return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * sizeof(float));
+}
+
+}  // namespace
+
+// One wave: as many splits as keep batch x m_tiles x splits within the SMs
+// (the kernel holds one block per SM), never splits shorter than a few tiles.
+Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
+  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3);
+  Plan plan;
+  if (p.num_splits > 0) {
+    plan.num_splits = p.num_splits;
+  } else {
+    const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + block_rows(config) - 1) / block_rows(config);
+    const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
+    const int64_t by_sms = std::max<int64_t>(1, dev.sm_count / blocks);
+    const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * block_keys(config)));
+    plan.num_splits = static_cast<int>(std::min<int64_t>({by_sms, by_len, kMaxAutoSplits}));
+  }
+  plan.workspace_bytes =
+      plan.num_splits > 1 ? partial_out_bytes(p, plan.num_splits) + partial_lse_bytes(p, plan.num_splits) : 0;
+  return plan;
+}
+
+void prepare_kernels(const DeviceInfo& dev) {
+  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, false);
+  const TileConfigId fp8_config = config_for_device(dev.cc_major, dev.cc_minor, true);
+  const char* fn = "kdtree_prepare";
+  prepare_tiles<__nv_bfloat16, false>(config, fn);
+  prepare_tiles<__half, false>(config, fn);
+  prepare_tiles<__nv_bfloat16, true>(fp8_config, fn);
+  prepare_tiles<__half, true>(fp8_config, fn);
+}
+
+void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* workspace, const DeviceInfo& dev,
+                  cudaStream_t stream) {
+  PagedArgs a{};
+  a.batch_size = p.batch_size;
+  a.num_heads = p.num_heads;
+  a.max_q_len = p.max_q_len;
+  a.num_splits = plan.num_splits;
+  a.total_q = p.total_q;
+  a.scale_log2 = p.sm_scale * 1.4426950408889634f;
+  a.q = p.q;
+  a.q_stride_token = p.q_stride_token;
+  a.q_stride_head = p.q_stride_head;
+  a.kv_cache = p.kv_cache;
+  a.kv_stride_slot = p.kv_stride_slot;
+  a.num_slots = p.num_slots;
+  a.kv_scale = p.kv_scale;
+  a.index_is_64 = p.index_dtype == KDTREE_DTYPE_INT64;
+  a.qo_indptr = p.qo_indptr;
+  a.kv_indptr = p.kv_indptr;
+  a.kv_indices = p.kv_indices;
+  a.tail_source = p.tail_source;
+  a.mask_kind = p.mask_kind;
+  a.tail_kv = p.tail_kv;
+  a.tail_kv_stride = p.tail_kv_stride;
+  a.mask = p.mask;
+  a.mask_indptr = p.mask_indptr;
+  a.mask_row_bytes = p.mask_row_bytes;
+  a.out = p.out;
+  a.out_dtype = p.out_dtype;
+  a.out_stride_token = p.out_stride_token;
+  a.out_stride_head = p.out_stride_head;
+  a.lse = p.lse;
+  a.error_flag = p.error_flag;
+  if (plan.num_splits > 1) {
+    a.partial_out = static_cast<float*>(workspace);
+    a.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_out_bytes(p, plan.num_splits));
+  }
+
+  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
+  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
+  if (p.q_dtype == KDTREE_DTYPE_BF16) {
+    fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);
+  } else {
+    fp8 ? launch_tiles<__half, true>(a, config, stream) : launch_tiles<__half, false>(a, config, stream);
+  }
+  if (plan.num_splits > 1) launch_split_merge(a, stream);
+}
+
+}  // namespace kdtree::verify

@@ -1,0 +1,91 @@
+// Per-arch tile configurations of the split-K verify kernel (one place, after
+// FlashMLA's config.h / ThunderKittens' tile-dims traits).
+//
+// A block owns kBlockM query rows of one request (row r = token * H + head)
+// and streams the request's keys kBlockN at a time. Warps:
+//   - QK warps (kRowGroups x kKeySlices): each computes S for 32 rows x kQkN
+//     keys over all 576 dims, applies scale and mask, and the online softmax;
+//   - every warp (kRowGroups x 4) accumulates O for 32 rows x 128 latent dims.
+// Shared memory: the Q tile, kStages KV tiles (cp.async double buffer), P.
+#pragma once
+
+#include <cstddef>
+
+#include "verify/verify_paged_args.cuh"
+
+namespace kdtree::verify {
+
+enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
+
+template <int BlockM, int BlockN, int QkN>
+struct TileConfig {
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kQkN = QkN;
+  static constexpr int kStages = 2;
+  static constexpr int kRowGroups = kBlockM / 32;
+  static constexpr int kKeySlices = kBlockN / kQkN;
+  static constexpr int kQkWarps = kRowGroups * kKeySlices;
+  static constexpr int kWarps = kRowGroups * (kLatentDim / 128);
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kPStride = kBlockN + 8;  // elements; pad keeps ldmatrix conflict-free
+
+  // Shared memory layout, bytes.
+  static constexpr size_t kRowBytes = kHeadDim * 2;
+  static constexpr size_t kQBytes = kBlockM * kRowBytes;
+  static constexpr size_t kKvStageBytes = kBlockN * kRowBytes;
+  static constexpr size_t kPBytes = size_t(kBlockM) * kPStride * 2;
+  static constexpr size_t kOffKv = kQBytes;
+  static constexpr size_t kOffP = kOffKv + kStages * kKvStageBytes;
+  static constexpr size_t kOffRedMax = kOffP + kPBytes;                  // [kKeySlices][kBlockM] f32
+  static constexpr size_t kOffRedSum = kOffRedMax + kKeySlices * kBlockM * 4;
+  static constexpr size_t kOffAlpha = kOffRedSum + kKeySlices * kBlockM * 4;  // [kBlockM] f32
+  static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
+  static constexpr size_t kOffBadKey = kOffRowMax + kBlockM * 4;           // [kStages][kBlockN] u8
+  static constexpr size_t kSmemBytes = kOffBadKey + kStages * kBlockN;
+
+  static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
+  static_assert(kQkWarps <= kWarps, "QK warps are a subset of the block");
+};
+
+// sm_90 (227 KB opt-in): 64 rows x 64 keys.
+using LargeConfig = TileConfig<64, 64, 32>;
+// sm_80 (163 KB opt-in): 64 rows x 32 keys.
+using MediumConfig = TileConfig<64, 32, 16>;
+// sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
+using SmallConfig = TileConfig<32, 16, 16>;
+
+static_assert(LargeConfig::kSmemBytes <= 232448, "sm_90 opt-in shared memory");
+static_assert(MediumConfig::kSmemBytes <= 166912, "sm_80 opt-in shared memory");
+static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared memory");
+
+// Which device archs (__CUDA_ARCH__) carry a real body of each config's
+// kernel; elsewhere it compiles to an empty stub, keeping the fat binary and
+// the build small. KDTREE_FORCE_SM120_CONFIG runs the small config on sm_90.
+#ifndef KDTREE_FORCE_SM120_CONFIG
+#define KDTREE_FORCE_SM120_CONFIG 0
+#endif
+
+// fp8 KV runs the small config on sm_90: its synchronous convert-on-load does
+// not fit the large or medium config's registers there without spilling.
+template <class Cfg, bool kKvFp8>
+__host__ __device__ constexpr bool config_built_for(int arch) {
+  if constexpr (Cfg::kBlockM == LargeConfig::kBlockM && Cfg::kBlockN == LargeConfig::kBlockN) {
+    return !kKvFp8 && arch >= 900 && arch < 1200 && !KDTREE_FORCE_SM120_CONFIG;
+  } else if constexpr (Cfg::kBlockN == MediumConfig::kBlockN) {
+    return arch == 800;
+  } else {
+    return (arch >= 860 && arch < 900) || arch >= 1200 || (arch >= 900 && (kKvFp8 || KDTREE_FORCE_SM120_CONFIG));
+  }
+}
+
+// The config the host launches on a device of compute capability major.minor.
+inline TileConfigId config_for_device(int cc_major, int cc_minor, bool kv_fp8) {
+  if (cc_major == 8 && cc_minor == 0) return TileConfigId::kMedium;
+  if (cc_major >= 9 && cc_major < 12 && !KDTREE_FORCE_SM120_CONFIG) {
+    return kv_fp8 ? TileConfigId::kSmall : TileConfigId::kLarge;
+  }
+  return TileConfigId::kSmall;
+}
+
+}  // namespace kdtree::verify

@@ -1,0 +1,462 @@
+// Split-K tree-verify attention over a paged MLA KV cache (mma.sync + cp.async).
+//
+// Grid (m_tiles, num_splits, batch): block (m, s, b) takes query rows
+// [m*kBlockM, (m+1)*kBlockM) of request b (row = token * H + head, so every
+// head and draft token of the request shares each KV tile) and the keys of
+// split s. Blocks of one (s, b) are adjacent in launch order, so when a request
+// has more rows than one block they stream the same KV rows at the same time
+// and L2 serves all but the first read.
+//
+// Per KV tile of kBlockN keys (gathered through slot ids with cp.async into a
+// swizzled double buffer while the previous tile computes):
+//   1. QK warps: S = Q K^T for 32 rows x kQkN keys over all 576 dims, scaled
+//      to base 2; the mask runs only on tiles that hold tail keys, a split end
+//      or an out-of-range slot. Row maxima go to shared memory.
+//   2. QK warps: online softmax (running max m, partial row sums l), P (bf16 /
+//      f16) and the rescale factor alpha to shared memory.
+//   3. All warps: O[32 rows x 128 dims] = alpha * O + P V, V being the first
+//      512 dims of the same KV tile (ldmatrix.trans).
+// Epilogue: O / l and lse straight to the output when num_splits == 1, else
+// normalized partial states to the workspace for verify_paged_merge.
+//
+// Designed against: H <= 128, q_len <= 128, D = 576 / D_L = 512, prefixes up
+// to 2^31 keys per request, 64-bit slot offsets.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "common/mma.cuh"
+#include "verify/verify_paged_args.cuh"
+#include "verify/verify_paged_config.cuh"
+
+namespace kdtree::verify {
+
+constexpr int kChunks = kHeadDim * 2 / 16;  // 16-byte chunks per 576-dim row (72)
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][576]
+// tile: the low three chunk bits are XORed with the row, so the 8 rows one
+// ldmatrix reads at a fixed chunk land in 8 different bank groups.
+__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
+  return static_cast<uint32_t>(row * (kHeadDim * 2) + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4));
+}
+
+__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw, float scale) {
+  uint32_t words[2] = {raw.x, raw.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
+      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
+      out[w * 2 + h] = pack2<__nv_bfloat16>(f.x * scale, f.y * scale);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 raw, float scale) {
+  uint32_t words[2] = {raw.x, raw.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
+      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
+      out[w * 2 + h] = pack2<__half>(f.x * scale, f.y * scale);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+template <class Cfg, class T, bool kKvFp8>
+struct VerifyBlock {
+  static constexpr int kBlockM = Cfg::kBlockM;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kQkN = Cfg::kQkN;
+  static constexpr int kQkTiles = kQkN / 8;  // n8 tiles per QK warp
+  using KvElem = typename std::conditional<kKvFp8, uint8_t, T>::type;
+
+  const PagedArgs& a;
+  unsigned char* smem;
+  int b;
+  Request req;
+  int rows;       // q_len * H
+  int row0;       // first block row
+  int64_t key_begin, key_end;
+
+  __device__ VerifyBlock(const PagedArgs& args, unsigned char* s, int batch, const Request& r, int m_tile)
+      : a(args), smem(s), b(batch), req(r), rows(r.q_len * args.num_heads), row0(m_tile * kBlockM) {}
+
+  __device__ uint32_t q_tile() const { return smem_addr(smem); }
+  __device__ uint32_t kv_tile(int stage) const {
+    return smem_addr(smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes);
+  }
+  __device__ uint8_t* bad_key(int stage) const { return smem + Cfg::kOffBadKey + stage * kBlockN; }
+  __device__ float* red_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedMax); }
+  __device__ float* red_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
+  __device__ float* alpha() const { return reinterpret_cast<float*>(smem + Cfg::kOffAlpha); }
+  __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
+  __device__ T* p_tile() const { return reinterpret_cast<T*>(smem + Cfg::kOffP); }
+
+  // Q rows of this block into the swizzled Q tile; rows past the request are zero.
+  __device__ void load_q() const {
+    constexpr int kRowsPerPass = Cfg::kThreads / 8;
+    const int lane8 = threadIdx.x % 8;
+#pragma unroll
+    for (int pass = 0; pass < kBlockM / kRowsPerPass; ++pass) {
+      const int r_local = pass * kRowsPerPass + threadIdx.x / 8;
+      const int r = row0 + r_local;
+      const T* src = static_cast<const T*>(a.q);
+      const bool ok = r < rows;
+      if (ok) {
+        const int i = r / a.num_heads, h = r - i * a.num_heads;
+        src += (req.q_start + i) * a.q_stride_token + h * a.q_stride_head;
+      }
+#pragma unroll
+      for (int u = 0; u < kChunks / 8; ++u) {
+        const int c = lane8 + 8 * u;
+        cp_async_16(q_tile() + swizzle(r_local, c), ok ? src + c * 8 : src, ok ? 16 : 0);
+      }
+    }
+  }
+
+  // Address of key `kk` (request key index) or nullptr when it must not be
+  // read: past the split, or an out-of-range slot (flagged).
+  __device__ const KvElem* key_row(int64_t kk, bool report, bool* bad_slot) const {
+    *bad_slot = false;
+    if (kk >= key_end) return nullptr;
+    if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
+      return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;
+    }
+    const int64_t at = req.kv_start + kk;
+    const int64_t slot = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
+                                       : static_cast<const int32_t*>(a.kv_indices)[at];
+    if (slot < 0 || slot >= a.num_slots) {
+      *bad_slot = true;
+      if (report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+      return nullptr;
+    }
+    return static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
+  }
+
+  // Issues the loads of the KV tile starting at key k0 into `stage`; returns
+  // whether one of this thread's keys had an out-of-range slot.
+  __device__ bool load_kv(int64_t k0, int stage) const {
+    bool any_bad = false;
+    if constexpr (!kKvFp8) {
+      constexpr int kKeysPerPass = Cfg::kThreads / 8;
+      const int lane8 = threadIdx.x % 8;
+#pragma unroll
+      for (int pass = 0; pass < kBlockN / kKeysPerPass; ++pass) {
+        const int key = pass * kKeysPerPass + threadIdx.x / 8;
+        bool bad;
+        const T* src = key_row(k0 + key, lane8 == 0, &bad);
+        if (lane8 == 0) bad_key(stage)[key] = bad;
+        any_bad |= bad;
+        const T* base = static_cast<const T*>(a.kv_cache);
+#pragma unroll
+        for (int u = 0; u < kChunks / 8; ++u) {
+          const int c = lane8 + 8 * u;
+          cp_async_16(kv_tile(stage) + swizzle(key, c), src ? src + c * 8 : base, src ? 16 : 0);
+        }
+      }
+    } else {
+      // fp8: 8-byte reads of 8 values, converted to T in registers and stored
+      // as one 16-byte chunk each. Synchronous: fp8 is not on the hot path.
+      constexpr int kThreadsPerKey = 4;
+      constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
+      const int part = threadIdx.x % kThreadsPerKey;
+      unsigned char* tile = smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes;
+#pragma unroll 1
+      for (int pass = 0; pass < (kBlockN + kKeysPerPass - 1) / kKeysPerPass; ++pass) {
+        const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
+        if (key >= kBlockN) break;
+        bool bad;
+        const uint8_t* src = key_row(k0 + key, part == 0, &bad);
+        if (part == 0) bad_key(stage)[key] = bad;
+        any_bad |= bad;
+#pragma unroll 1
+        for (int c = part; c < kChunks; c += kThreadsPerKey) {
+          const uint2 raw = src ? __ldg(reinterpret_cast<const uint2*>(src + c * 8)) : make_uint2(0, 0);
+          uint4 v;
+          if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+            v = fp8x8_to_bf16x8(raw, a.kv_scale);
+          } else {
+            v = fp8x8_to_f16x8(raw, a.kv_scale);
+          }
+          *reinterpret_cast<uint4*>(tile + swizzle(key, c)) = v;
+        }
+      }
+    }
+    return any_bad;
+  }
+};
+
+template <class Cfg, class T, bool kKvFp8>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const PagedArgs a) {
+#ifdef __CUDA_ARCH__
+  if constexpr (!config_built_for<Cfg, kKvFp8>(__CUDA_ARCH__)) {
+    return;
+  } else {
+    extern __shared__ __align__(128) unsigned char smem[];
+    using Block = VerifyBlock<Cfg, T, kKvFp8>;
+    constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kQkN = Cfg::kQkN;
+    constexpr int kQkTiles = Block::kQkTiles;
+    constexpr int kQkUnroll = 4;
+    constexpr float kNegInf = -INFINITY;
+
+    const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+    const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
+    if (!req.valid) return;
+    Block blk(a, smem, b, req, m_tile);
+    if (blk.row0 >= blk.rows) return;
+    split_range(req.num_keys, a.num_splits, split, kBlockN, &blk.key_begin, &blk.key_end);
+    const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kBlockN - 1) / kBlockN);
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, c = lane % 4;
+    const int row_group = warp % Cfg::kRowGroups;
+    const bool is_qk_warp = warp < Cfg::kQkWarps;
+    const int key_slice = warp / Cfg::kRowGroups;  // QK warps only
+    const int dim_quarter = warp / Cfg::kRowGroups;
+    const int warp_row0 = row_group * 32;
+
+    // Token index of each accumulator row this thread holds (-1: past the request).
+    int row_token[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
+        row_token[mt][half] = r < blk.rows ? r / a.num_heads : -1;
+      }
+
+    float o_acc[2][16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
+    float m_run[2][2], l_run[2][2];  // QK warps: running max (base 2) and partial sum
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        m_run[mt][half] = kNegInf;
+        l_run[mt][half] = 0.f;
+      }
+
+    blk.load_q();
+    bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
+    cp_async_commit();
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int stage = tile & 1;
+      const int64_t k0 = blk.key_begin + static_cast<int64_t>(tile) * kBlockN;
+      cp_async_wait<0>();
+      const bool any_bad = __syncthreads_or(pending_bad);  // tile landed; previous PV done
+      pending_bad = false;
+      if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kBlockN, stage ^ 1);
+      cp_async_commit();
+
+      const uint32_t kv = blk.kv_tile(stage);
+      float s[2][kQkTiles][4];
+      if (is_qk_warp) {
+        // ---- 1. S = Q K^T over 576 dims ----
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+        const int key_base = key_slice * kQkN;
+#pragma unroll kQkUnroll
+        for (int kstep = 0; kstep < kHeadDim / 16; ++kstep) {
+          uint32_t af[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const int row = warp_row0 + mt * 16 + (lane % 16);
+            ldmatrix_x4(af[mt], blk.q_tile() + swizzle(row, kstep * 2 + lane / 16));
+          }
+#pragma unroll
+          for (int np = 0; np < kQkTiles / 2; ++np) {
+            uint32_t bf[4];
+            const int key = key_base + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+            ldmatrix_x4(bf, kv + swizzle(key, kstep * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_16816<T>(s[mt][2 * np], af[mt], bf[0], bf[1]);
+              mma_16816<T>(s[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+            }
+          }
+        }
+        // Scale to base 2; mask only where the tile needs it.
+        const bool needs_mask = any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float v = s[mt][nt][e] * a.scale_log2;
+              if (needs_mask) {
+                const int key_local = key_base + nt * 8 + 2 * c + (e & 1);
+                const int64_t kk = k0 + key_local;
+                const int token = row_token[mt][e >> 1];
+                bool visible = kk < blk.key_end && !(any_bad && blk.bad_key(stage)[key_local]);
+                if (visible && kk >= req.prefix && token >= 0) {
+                  visible = tail_visible(a, b, req, token, kk - req.prefix);
+                }
+                if (!visible) v = kNegInf;
+              }
+              s[mt][nt][e] = v;
+            }
+        // Row maxima of this warp's key slice.
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            float mx = kNegInf;
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            if (c == 0) blk.red_max()[key_slice * kBlockM + warp_row0 + mt * 16 + g + 8 * half] = mx;
+          }
+      }
+      __syncthreads();
+      if (is_qk_warp) {
+        // ---- 2. online softmax, P and alpha to shared memory ----
+        T* p_tile = blk.p_tile();
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = warp_row0 + mt * 16 + g + 8 * half;
+            float m_new = m_run[mt][half];
+#pragma unroll
+            for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_new = fmaxf(m_new, blk.red_max()[ks * kBlockM + row]);
+            const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
+            const float scale_old = exp2f(m_run[mt][half] - m_ref);
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt) {
+              const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
+              const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
+              sum += p0 + p1;
+              const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
+              *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
+            }
+            l_run[mt][half] = l_run[mt][half] * scale_old + sum;
+            m_run[mt][half] = m_new;
+            if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
+          }
+      }
+      __syncthreads();
+      // ---- 3. O = alpha * O + P V ----
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float f = blk.alpha()[warp_row0 + mt * 16 + g + 8 * half];
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            o_acc[mt][nt][2 * half] *= f;
+            o_acc[mt][nt][2 * half + 1] *= f;
+          }
+        }
+      const uint32_t p_base = smem_addr(blk.p_tile());
+#pragma unroll
+      for (int kstep = 0; kstep < kBlockN / 16; ++kstep) {
+        uint32_t pf[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const int row = warp_row0 + mt * 16 + (lane % 16);
+          const int col = kstep * 16 + (lane / 16) * 8;
+          ldmatrix_x4(pf[mt], p_base + (row * Cfg::kPStride + col) * 2);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 8; ++dp) {
+          uint32_t vf[4];
+          const int key = kstep * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+          const int chunk = (dim_quarter * 128 + dp * 16) / 8 + (lane >> 4);
+          ldmatrix_x4_trans(vf, kv + swizzle(key, chunk));
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma_16816<T>(o_acc[mt][2 * dp], pf[mt], vf[0], vf[1]);
+            mma_16816<T>(o_acc[mt][2 * dp + 1], pf[mt], vf[2], vf[3]);
+          }
+        }
+      }
+    }
+
+    // ---- epilogue: combine the key slices' sums, normalize, store ----
+    if (is_qk_warp) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float l = l_run[mt][half];
+          l += __shfl_xor_sync(0xffffffffu, l, 1);
+          l += __shfl_xor_sync(0xffffffffu, l, 2);
+          const int row = warp_row0 + mt * 16 + g + 8 * half;
+          if (c == 0) blk.red_sum()[key_slice * kBlockM + row] = l;
+          if (c == 0 && key_slice == 0) blk.row_max()[row] = m_run[mt][half];
+        }
+    }
+    __syncthreads();
+
+    const bool direct = a.num_splits == 1;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int token = row_token[mt][half];
+        if (token < 0) continue;
+        const int row = warp_row0 + mt * 16 + g + 8 * half;
+        const int r = blk.row0 + row;
+        const int h = r - token * a.num_heads;
+        float l = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < Cfg::kKeySlices; ++ks) l += blk.red_sum()[ks * kBlockM + row];
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const float lse = l > 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
+        const int64_t t = req.q_start + token;
+        if (direct) {
+          const int64_t base = t * a.out_stride_token + h * a.out_stride_head + dim_quarter * 128 + 2 * c;
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            const float v0 = o_acc[mt][nt][2 * half] * inv, v1 = o_acc[mt][nt][2 * half + 1] * inv;
+            const int64_t at = base + nt * 8;
+            if (a.out_dtype == KDTREE_DTYPE_F32) {
+              *reinterpret_cast<float2*>(static_cast<float*>(a.out) + at) = make_float2(v0, v1);
+            } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
+              *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(a.out) + at) = pack2<__nv_bfloat16>(v0, v1);
+            } else {
+              *reinterpret_cast<uint32_t*>(static_cast<__half*>(a.out) + at) = pack2<__half>(v0, v1);
+            }
+          }
+          if (a.lse != nullptr && dim_quarter == 0 && c == 0) a.lse[t * a.num_heads + h] = lse;
+        } else {
+          const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
+          if (l > 0.f) {  // an empty split leaves its out unwritten; the merge never reads it
+            float* dst = a.partial_out + state * kLatentDim + dim_quarter * 128 + 2 * c;
+#pragma unroll
+            for (int nt = 0; nt < 16; ++nt) {
+              *reinterpret_cast<float2*>(dst + nt * 8) =
+                  make_float2(o_acc[mt][nt][2 * half] * inv, o_acc[mt][nt][2 * half + 1] * inv);
+            }
+          }
+          if (dim_quarter == 0 && c == 0) a.partial_lse[state] = lse;
+        }
+      }
+  }
+#endif
+}
+
+}  // namespace kdtree::verify

@@ -1,0 +1,58 @@
+// Launch and attribute helpers for one (element type, KV storage) pair of the
+// split-K kernel, instantiated in the small verify_paged_*.cu files so the
+// build compiles them in parallel.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "common/cuda_check.hpp"
+#include "verify/verify_paged_kernel.cuh"
+
+namespace kdtree::verify {
+
+template <class Cfg, class T, bool kKvFp8>
+void launch_config(const PagedArgs& a, cudaStream_t stream) {
+  const int rows = a.max_q_len * a.num_heads;
+  const dim3 grid((rows + Cfg::kBlockM - 1) / Cfg::kBlockM, a.num_splits, a.batch_size);
+  verify_paged_kernel<Cfg, T, kKvFp8><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
+  check_launch("kdtree_verify_paged", "verify_paged_kernel");
+}
+
+template <class T, bool kKvFp8>
+void launch_tiles(const PagedArgs& a, TileConfigId config, cudaStream_t stream) {
+  switch (config) {
+    case TileConfigId::kLarge: return launch_config<LargeConfig, T, kKvFp8>(a, stream);
+    case TileConfigId::kMedium: return launch_config<MediumConfig, T, kKvFp8>(a, stream);
+    case TileConfigId::kSmall: return launch_config<SmallConfig, T, kKvFp8>(a, stream);
+  }
+}
+
+template <class Cfg, class T, bool kKvFp8>
+void allow_smem(const char* function) {
+  check_cuda(cudaFuncSetAttribute(verify_paged_kernel<Cfg, T, kKvFp8>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(Cfg::kSmemBytes)),
+             function, "cudaFuncSetAttribute(verify_paged_kernel)");
+}
+
+// Raises the opt-in shared memory of the config this device launches.
+template <class T, bool kKvFp8>
+void prepare_tiles(TileConfigId config, const char* function) {
+  switch (config) {
+    case TileConfigId::kLarge: return allow_smem<LargeConfig, T, kKvFp8>(function);
+    case TileConfigId::kMedium: return allow_smem<MediumConfig, T, kKvFp8>(function);
+    case TileConfigId::kSmall: return allow_smem<SmallConfig, T, kKvFp8>(function);
+  }
+}
+
+#define KDTREE_INSTANTIATE_VERIFY_TILES(T, FP8)                                                      \
+  template void launch_tiles<T, FP8>(const PagedArgs&, TileConfigId, cudaStream_t);                  \
+  template void prepare_tiles<T, FP8>(TileConfigId, const char*);
+
+}  // namespace kdtree::verify
+
+namespace kdtree::verify {
+// Reduces the num_splits partial states of every request row into out / lse
+// (verify_paged_merge.cu).
+void launch_split_merge(const PagedArgs& a, cudaStream_t stream);
+}  // namespace kdtree::verify
