@@ -197,7 +197,12 @@ def input_sets_for(case, fl, l2_bytes: int) -> int:
 # --------------------------------------------------------------------------- #
 
 def gpu_run(args) -> int:
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch is not importable ({e}): use --dry-run on a machine without it",
+              file=sys.stderr)
+        return 2
 
     from ceilings import copy_bandwidth, mma_peak
     from inputs import causal_masks, make_input_set, reference, rel_frobenius
