@@ -1,0 +1,206 @@
+// Exact cases of SPEC section 7 on the GPU, for kdtree_verify_paged and
+// kdtree_verify_paged_reference: all-ones values give exactly 1; a
+// TREE_DENSE mask equal to causal equals CAUSAL bitwise; the TREE_DENSE,
+// TREE_BITS and SGLANG_FULL encodings of one tree agree bitwise. Then the
+// device-side error rules: out-of-range slots flagged and invisible,
+// kv shorter than q, a bad indptr skipped, and the zero-size batch.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/paged_problem.hpp"
+
+using namespace kdtest;
+
+namespace {
+
+const std::vector<std::pair<Entry, int>> kRuns = {
+    {Entry::kOracle, 0}, {Entry::kProduction, 1}, {Entry::kProduction, 4}, {Entry::kProduction, 0}};
+
+std::string label(const char* what, Entry entry, int splits) {
+  return std::string(what) + " [" + entry_name(entry) + " splits=" + std::to_string(splits) + "]";
+}
+
+// Same inputs (same seed, trees given) in different mask encodings.
+PagedResult run_with_mask(PagedSpec spec, int32_t mask_kind, uint64_t seed, Entry entry, int splits) {
+  spec.mask_kind = mask_kind;
+  Rng rng(seed);
+  PagedProblem problem(spec, rng);
+  return problem.run_device(entry, splits);
+}
+
+void all_ones(Report& report, Rng& rng) {
+  for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
+    PagedSpec s;
+    s.q_lens = {16, 3, 40};
+    s.prefixes = {1000, 0, 70};
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_TREE_BITS;
+    s.kv_dtype = kv;
+    s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
+    s.out_dtype = KDTREE_DTYPE_F32;
+    s.ones_values = true;
+    PagedProblem problem(s, rng);
+    for (const auto& run : kRuns) {
+      report.add_case();
+      PagedResult got = problem.run_device(run.first, run.second);
+      size_t wrong = 0;
+      for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) wrong += got.out[e] != 1.0f;
+      report.check(wrong == 0, label("all-ones values", run.first, run.second) + ": " +
+                                   std::to_string(wrong) + " outputs differ from 1");
+    }
+  }
+}
+
+void dense_causal_equals_causal(Report& report, Rng& rng) {
+  PagedSpec s;
+  s.q_lens = {16, 128, 1};
+  s.prefixes = {333, 64, 0};
+  s.num_heads = 16;
+  for (int q : s.q_lens) s.trees.push_back(causal_tree(q));
+  const uint64_t seed = rng.next();
+  for (const auto& run : kRuns) {
+    report.add_case();
+    PagedResult dense = run_with_mask(s, KDTREE_MASK_TREE_DENSE, seed, run.first, run.second);
+    PagedResult causal = run_with_mask(s, KDTREE_MASK_CAUSAL, seed, run.first, run.second);
+    report.check(dense.out_bytes == causal.out_bytes && dense.lse_bytes == causal.lse_bytes,
+                 label("TREE_DENSE(causal) == CAUSAL bitwise", run.first, run.second));
+  }
+}
+
+void encodings_agree(Report& report, Rng& rng) {
+  for (int32_t tail : {KDTREE_TAIL_FROM_INDICES, KDTREE_TAIL_FROM_EXTEND}) {
+    PagedSpec s;
+    s.q_lens = {16, 7, 64};
+    s.prefixes = {500, 0, 129};
+    s.num_heads = 8;
+    s.tail_source = tail;
+    for (int q : s.q_lens) s.trees.push_back(random_tree(rng, q));
+    const uint64_t seed = rng.next();
+    for (const auto& run : kRuns) {
+      report.add_case();
+      PagedResult dense = run_with_mask(s, KDTREE_MASK_TREE_DENSE, seed, run.first, run.second);
+      PagedResult bits = run_with_mask(s, KDTREE_MASK_TREE_BITS, seed, run.first, run.second);
+      PagedResult full = run_with_mask(s, KDTREE_MASK_SGLANG_FULL, seed, run.first, run.second);
+      report.check(dense.out_bytes == bits.out_bytes && dense.out_bytes == full.out_bytes &&
+                       dense.lse_bytes == bits.lse_bytes && dense.lse_bytes == full.lse_bytes,
+                   label("TREE_DENSE == TREE_BITS == SGLANG_FULL bitwise", run.first, run.second));
+    }
+  }
+}
+
+void out_of_range_slots(Report& report, Rng& rng) {
+  for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
+    PagedSpec s;
+    s.q_lens = {4, 6};
+    s.prefixes = {100, 30};
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_CAUSAL;
+    s.index_dtype = index;
+    // Past the pool, negative, and (int64) far away: must never be dereferenced.
+    s.index_overrides = {{5, 100 + 37 + 104}, {104 + 3, -1}};
+    if (index == KDTREE_DTYPE_INT64) s.index_overrides.push_back({50, int64_t(1) << 40});
+    PagedProblem problem(s, rng);
+    PagedResult reference = problem.run_host();
+    report.check(reference.flag == KDTREE_FLAG_SLOT_OUT_OF_RANGE, "host flags out-of-range slots");
+    for (const auto& run : kRuns) {
+      report.add_case();
+      PagedResult got = problem.run_device(run.first, run.second);
+      Comparison c = problem.compare(got, reference);
+      report.error(c.rel_frobenius);
+      report.check(got.flag == KDTREE_FLAG_SLOT_OUT_OF_RANGE, label("out-of-range slot flagged", run.first, run.second));
+      report.check(within_bars(c), label("out-of-range slots are invisible keys", run.first, run.second));
+      report.check(got.guards_ok, label("guards intact", run.first, run.second));
+    }
+  }
+}
+
+void kv_shorter_than_q(Report& report, Rng& rng) {
+  PagedSpec s;
+  s.q_lens = {4, 5};
+  s.prefixes = {20, -2};  // request 1: kv_len = prefix + q_len = 3 keys for 5 rows
+  s.num_heads = 8;
+  PagedProblem problem(s, rng);
+  PagedResult reference = problem.run_host();
+  report.check(reference.flag == KDTREE_FLAG_KV_SHORTER_THAN_Q, "host flags kv shorter than q");
+  for (const auto& run : kRuns) {
+    report.add_case();
+    PagedResult got = problem.run_device(run.first, run.second);
+    report.check(got.flag == KDTREE_FLAG_KV_SHORTER_THAN_Q, label("kv shorter than q flagged", run.first, run.second));
+    bool empty_rows = true;
+    for (int t = 4; t < 9; ++t)
+      for (int h = 0; h < s.num_heads; ++h) {
+        empty_rows &= std::isinf(got.lse[size_t(t) * s.num_heads + h]) && got.lse[size_t(t) * s.num_heads + h] < 0;
+        for (int d = 0; d < 512; ++d) empty_rows &= got.out[(size_t(t) * s.num_heads + h) * 512 + d] == 0.0f;
+      }
+    report.check(empty_rows, label("kv shorter than q: out 0, lse -inf", run.first, run.second));
+    Comparison c = problem.compare(got, reference);
+    report.check(within_bars(c), label("other requests still computed", run.first, run.second));
+  }
+}
+
+void bad_indptr(Report& report, Rng& rng) {
+  PagedSpec s;
+  s.q_lens = {3, 12};
+  s.prefixes = {40, 40};
+  s.num_heads = 8;
+  s.max_q_len = 8;  // request 1 exceeds it
+  s.mask_kind = KDTREE_MASK_TREE_BITS;
+  s.trees = {random_tree(rng, 3), random_tree(rng, 12)};
+  PagedProblem problem(s, rng);
+  PagedResult reference = problem.run_host();
+  report.check(reference.flag == KDTREE_FLAG_BAD_INDPTR, "host flags a bad indptr");
+  const size_t row_bytes = size_t(s.num_heads) * 512 * 2;
+  for (const auto& run : kRuns) {
+    report.add_case();
+    PagedResult got = problem.run_device(run.first, run.second);
+    report.check(got.flag == KDTREE_FLAG_BAD_INDPTR, label("bad indptr flagged", run.first, run.second));
+    bool untouched = true;
+    for (size_t k = 3 * row_bytes; k < 15 * row_bytes; ++k) untouched &= got.out_bytes[k] == kOutputSentinel;
+    report.check(untouched, label("bad request writes nothing", run.first, run.second));
+    bool first_ok = true;
+    for (size_t e = 0; e < 3 * size_t(s.num_heads) * 512; ++e)
+      first_ok &= std::fabs(got.out[e] - reference.out[e]) <= 0.02f * (1.0f + std::fabs(reference.out[e]));
+    report.check(first_ok, label("good request still computed", run.first, run.second));
+  }
+}
+
+void zero_batch(Report& report, Rng& rng) {
+  PagedSpec s;
+  s.q_lens = {5};
+  s.prefixes = {10};
+  s.num_heads = 8;
+  PagedProblem problem(s, rng);
+  for (const auto& run : kRuns) {
+    report.add_case();
+    problem.reset_outputs(nullptr);
+    kdtree_verify_paged_params p = problem.device_params(run.second);
+    p.batch_size = 0;
+    kdtree_status status = run.first == Entry::kOracle ? kdtree_verify_paged_reference(&p, nullptr)
+                                                       : kdtree_verify_paged(&p, nullptr, 0, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    PagedResult got = problem.collect();
+    bool untouched = true;
+    for (uint8_t byte : got.out_bytes) untouched &= byte == kOutputSentinel;
+    report.check(status == KDTREE_OK && untouched && got.flag == 0,
+                 label("zero-size batch is a no-op", run.first, run.second));
+  }
+}
+
+}  // namespace
+
+int main() {
+  require_gpu_or_skip("test_verify_exact");
+  Rng rng(test_seed());
+  Report report("test_verify_exact");
+  all_ones(report, rng);
+  dense_causal_equals_causal(report, rng);
+  encodings_agree(report, rng);
+  out_of_range_slots(report, rng);
+  kv_shorter_than_q(report, rng);
+  bad_indptr(report, rng);
+  zero_batch(report, rng);
+  return report.finish();
+}

@@ -1,0 +1,154 @@
+// The SPEC section 7 grid: kdtree_verify_paged (every num_splits tried here)
+// and kdtree_verify_paged_reference against kdtree_verify_paged_host on fresh
+// random inputs. Every case also checks the poison rules: unreferenced slots
+// hold NaN (none may leak), canaries around out / lse and rows of no request
+// stay untouched, and no flag is raised.
+//
+// Cost is the fp64 host reference: most cases are small; a few reach a
+// 128k prefix with few heads.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/paged_problem.hpp"
+
+using namespace kdtest;
+
+namespace {
+
+const char* kMaskNames[] = {"none", "causal", "tree_dense", "tree_bits", "sglang_full"};
+
+std::string describe(const PagedSpec& s, Entry entry, int num_splits) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%s splits=%d mask=%s tail=%s idx=%s kv=%d out=%d H=%d B=%zu q0=%d p0=%lld",
+                entry_name(entry), num_splits, kMaskNames[s.mask_kind],
+                s.tail_source == KDTREE_TAIL_FROM_INDICES ? "indices" : "extend",
+                s.index_dtype == KDTREE_DTYPE_INT64 ? "i64" : "i32", s.kv_dtype, s.out_dtype, s.num_heads,
+                s.q_lens.size(), s.q_lens[0], static_cast<long long>(s.prefixes[0]));
+  return text;
+}
+
+// Runs the oracle and the production kernel with each of `splits` against
+// the host reference.
+void check_case(Report& report, const PagedSpec& spec, const std::vector<int>& splits, Rng& rng) {
+  PagedProblem problem(spec, rng);
+  PagedResult reference = problem.run_host();
+  report.check(reference.flag == 0, describe(spec, Entry::kOracle, 0) + ": host raised a flag");
+  std::vector<std::pair<Entry, int>> runs = {{Entry::kOracle, 0}};
+  for (int s : splits) runs.push_back({Entry::kProduction, s});
+  for (const auto& run : runs) {
+    report.add_case();
+    PagedResult got = problem.run_device(run.first, run.second);
+    Comparison c = problem.compare(got, reference);
+    report.error(c.rel_frobenius);
+    std::string what = describe(spec, run.first, run.second);
+    char numbers[160];
+    std::snprintf(numbers, sizeof numbers, ": rel %.3g lse %.3g nan %lld inf_mismatch %d flag %d", c.rel_frobenius,
+                  c.lse_abs, static_cast<long long>(c.nan_count), int(c.inf_mismatch), got.flag);
+    report.check(within_bars(c), what + numbers);
+    report.check(got.flag == 0, what + ": unexpected flag" + numbers);
+    report.check(got.guards_ok, what + ": canary guard band changed");
+    report.check(got.untouched_ok, what + ": a row of no request was written");
+  }
+}
+
+std::vector<int> some_splits(Rng& rng) {
+  return {0, 1, int(rng.range(2, 8)), rng.pick(std::vector<int>{16, 32, 64, 128})};
+}
+
+}  // namespace
+
+int main() {
+  require_gpu_or_skip("test_verify_paged_grid");
+  Rng rng(test_seed());
+  Report report("test_verify_paged_grid");
+
+  // Every mask kind x tail source x index dtype x kv dtype, small ragged batches.
+  for (int32_t mask = KDTREE_MASK_NONE; mask <= KDTREE_MASK_SGLANG_FULL; ++mask)
+    for (int32_t tail : {KDTREE_TAIL_FROM_INDICES, KDTREE_TAIL_FROM_EXTEND})
+      for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64})
+        for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
+          PagedSpec s;
+          int batch = int(rng.range(1, 3));
+          for (int b = 0; b < batch; ++b) {
+            s.q_lens.push_back(int(rng.range(1, 32)));
+            s.prefixes.push_back(rng.range(0, 1024));
+          }
+          s.num_heads = rng.pick(std::vector<int>{1, 8, 16});
+          s.mask_kind = mask;
+          s.tail_source = tail;
+          s.index_dtype = index;
+          s.kv_dtype = kv;
+          s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
+          s.out_dtype = rng.pick(std::vector<int32_t>{KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_F32});
+          s.kv_scale = kv == KDTREE_DTYPE_FP8_E4M3 ? rng.uniform(0.01f, 0.1f) : 1.0f;
+          s.extra_rows = int(rng.range(0, 3));
+          check_case(report, s, some_splits(rng), rng);
+        }
+
+  // q_len at the bound (128), ragged with 1, tree mask; H = 128; max_q_len
+  // larger than any request.
+  {
+    PagedSpec s;
+    s.q_lens = {128, 1, 77};
+    s.prefixes = {300, 0, 1000};
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_TREE_BITS;
+    check_case(report, s, some_splits(rng), rng);
+  }
+  {
+    PagedSpec s;
+    s.q_lens = {16, 5};
+    s.prefixes = {512, 3};
+    s.num_heads = 128;
+    s.mask_kind = KDTREE_MASK_SGLANG_FULL;
+    s.tail_source = KDTREE_TAIL_FROM_EXTEND;
+    s.max_q_len = 64;
+    check_case(report, s, some_splits(rng), rng);
+  }
+  // Long prefixes: few cases, few heads (the host reference is the cost).
+  {
+    PagedSpec s;  // S1-like: one 128k-token EAGLE tree
+    s.q_lens = {16};
+    s.prefixes = {131072};
+    s.num_heads = 16;
+    s.mask_kind = KDTREE_MASK_TREE_DENSE;
+    check_case(report, s, {0, 1, 64}, rng);
+  }
+  {
+    PagedSpec s;
+    s.q_lens = {8, 3};
+    s.prefixes = {65536, 20000};
+    s.num_heads = 1;
+    s.kv_dtype = KDTREE_DTYPE_FP8_E4M3;
+    s.kv_scale = 0.05f;
+    s.index_dtype = KDTREE_DTYPE_INT64;
+    s.mask_kind = KDTREE_MASK_CAUSAL;
+    s.out_dtype = KDTREE_DTYPE_F32;
+    check_case(report, s, {0, 3, 128}, rng);
+  }
+  // SGLang graph padding: real requests followed by dummies (kv length 1,
+  // slot 0, q_len 1, TAIL_FROM_EXTEND).
+  {
+    PagedSpec s;
+    s.q_lens = {12, 1, 1, 1};
+    s.prefixes = {700, 1, 1, 1};
+    s.num_heads = 16;
+    s.mask_kind = KDTREE_MASK_SGLANG_FULL;
+    s.tail_source = KDTREE_TAIL_FROM_EXTEND;
+    for (int64_t position = 700; position < 703; ++position) s.index_overrides.push_back({position, 0});
+    check_case(report, s, some_splits(rng), rng);
+  }
+  // Requests with no rows between real ones.
+  {
+    PagedSpec s;
+    s.q_lens = {0, 9, 0, 4};
+    s.prefixes = {50, 200, 0, 0};
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_TREE_DENSE;
+    s.extra_rows = 2;
+    check_case(report, s, some_splits(rng), rng);
+  }
+  return report.finish();
+}
