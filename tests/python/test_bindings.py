@@ -349,3 +349,43 @@ def test_device_functions_reject_host_arrays():
     q = np.zeros((1, 1, D), np.float16)
     with pytest.raises(ValueError, match="q: expected device memory"):
         kk.verify_paged(q, 0, 0, 0, 0, 0, sm_scale=1.0, max_q_len=1)
+
+
+class CudaArray:
+    """A minimal __cuda_array_interface__ exporter (no memory behind it)."""
+
+    def __init__(self, shape, typestr, strides=None, ptr=4096):
+        self.__cuda_array_interface__ = dict(shape=shape, typestr=typestr, strides=strides,
+                                             data=(ptr, False), version=3)
+
+
+@pytest.mark.skipif(device_present(), reason="a CUDA device is present")
+def test_cuda_array_interface_arguments_reach_the_library():
+    t, h = 4, 16
+    paged = (CudaArray((t, h, D), "<f2"), CudaArray((100, 1, D), "<f2"),
+             CudaArray((2,), "<i4"), CudaArray((2,), "<i4"), CudaArray((50,), "<i8"))
+    out = CudaArray((t, h, DL), "<f4")
+    sglang = dict(tail_kv=CudaArray((t, 1, D), "<f2"), mask=CudaArray((400,), "|u1"),
+                  mask_indptr=CudaArray((2,), "<i8"), mask_kind=kk.MASK_SGLANG_FULL)
+    with pytest.raises(kk.NoDeviceError, match="kdtree_verify_paged_reference"):
+        kk.verify_paged_reference(*paged, out, sm_scale=0.1, max_q_len=4, **sglang)
+    with pytest.raises(kk.NoDeviceError):
+        kk.verify_paged(*paged, out, sm_scale=0.1, max_q_len=4, workspace=1 << 20, **sglang)
+    with pytest.raises(kk.NoDeviceError, match="kdtree_merge_attention_states"):
+        kk.merge_attention_states(CudaArray((2, t, h, DL), "<f4"), CudaArray((2, t, h), "<f4"),
+                                  CudaArray((t, h, DL), "<f4"))
+    with pytest.raises(kk.NoDeviceError, match="kdtree_defrag_copy"):
+        kk.defrag_copy(CudaArray((61,), "<u8"), CudaArray((10,), "<i4"),
+                       CudaArray((10,), "<i4"), slot_stride_bytes=1152, row_bytes=1152,
+                       num_slots=1000)
+    with pytest.raises(kk.NoDeviceError, match="kdtree_defrag_remap"):
+        kk.defrag_remap(CudaArray((8, 100), "<i4"), CudaArray((10,), "<i4"),
+                        CudaArray((10,), "<i4"), num_slots=1000, workspace=4096)
+    with pytest.raises(kk.NoDeviceError, match="kdtree_verify_contiguous"):
+        kk.verify_contiguous(CudaArray((4, h, D), "<f4"), CudaArray((100, D), "<f4"),
+                             CudaArray((4, h, DL), "<f4"), sm_scale=0.1)
+    with pytest.raises(TypeError, match="kv_indices: expected dtype int32 or int64"):
+        kk.verify_paged(*paged[:4], CudaArray((50,), "<f4"), out, sm_scale=0.1, max_q_len=4)
+    with pytest.raises(ValueError, match="kv_indptr: has 1 elements, needs 2"):
+        kk.verify_paged(paged[0], paged[1], paged[2], CudaArray((1,), "<i4"), paged[4], out,
+                        sm_scale=0.1, max_q_len=4)
