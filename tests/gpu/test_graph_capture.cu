@@ -1,0 +1,187 @@
+// Every device entry point of the verify / merge family is legal inside
+// cudaStreamBeginCapture(..., cudaStreamCaptureModeGlobal), and a replay
+// equals an eager call bitwise. For the paged entry points the buffers are
+// then refilled with new lengths, indices and masks (same host fields:
+// batch size, max_q_len, total_q, H, num_slots, sm_scale, max_kv_len) and
+// the same graph, replayed, must equal an eager call on the new contents.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.hpp"
+#include "common/paged_problem.hpp"
+
+using namespace kdtest;
+
+namespace {
+
+// Captures `enqueue` on a fresh non-blocking stream in global mode.
+template <class Enqueue>
+cudaGraphExec_t capture(cudaStream_t stream, Enqueue enqueue) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  enqueue();
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  return exec;
+}
+
+PagedSpec graph_spec(Rng& rng, int32_t mask_kind, int32_t tail_source) {
+  // Host bounds shared by every refill: B = 3, max_q_len = 32, total_q = 40.
+  PagedSpec s;
+  const int q0 = int(rng.range(1, 32));
+  const int q1 = int(rng.range(1, std::min(32, 40 - q0 - 1)));
+  const int q2 = int(rng.range(0, std::min(32, 40 - q0 - q1)));
+  s.q_lens = {q0, q1, q2};
+  s.extra_rows = 40 - q0 - q1 - q2;
+  s.prefixes = {rng.range(0, 3000), rng.range(0, 3000), rng.range(0, 3000)};
+  s.max_q_len = 32;
+  s.num_heads = 16;
+  s.mask_kind = mask_kind;
+  s.tail_source = tail_source;
+  s.num_slots = 3 * (3000 + 32) + 50;
+  s.max_kv_len = 3000 + 32;
+  s.sm_scale = 0.05f;
+  s.reserve_indices = 3 * (3000 + 32);
+  s.reserve_mask_bytes = 3 * 32 * (3000 + 32);
+  return s;
+}
+
+void paged_replay(Report& report, Entry entry, int num_splits, int32_t mask_kind, int32_t tail_source, Rng& rng) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  PagedProblem problem(graph_spec(rng, mask_kind, tail_source), rng);
+  problem.run_device(entry, num_splits, stream);  // sizes the workspace outside the capture
+  cudaGraphExec_t exec = capture(stream, [&] {
+    problem.reset_outputs(stream);
+    problem.enqueue(entry, num_splits, stream);
+  });
+  const std::string what = std::string(entry_name(entry)) + " splits=" + std::to_string(num_splits) +
+                           " mask=" + std::to_string(mask_kind) + " tail=" + std::to_string(tail_source);
+  for (int refill = 0; refill < 3; ++refill) {
+    if (refill > 0) problem.refill(graph_spec(rng, mask_kind, tail_source), rng);
+    PagedResult eager = problem.run_device(entry, num_splits, stream);
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    PagedResult replay = problem.collect();
+    Comparison c = problem.compare(replay, problem.run_host());
+    report.add_case();
+    report.error(c.rel_frobenius);
+    report.check(replay.out_bytes == eager.out_bytes && replay.lse_bytes == eager.lse_bytes && replay.flag == eager.flag,
+                 what + " refill " + std::to_string(refill) + ": replay differs from eager");
+    report.check(within_bars(c), what + " refill " + std::to_string(refill) + ": replay off the reference");
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+void contiguous_replay(Report& report, Rng& rng) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int q_len = 16, heads = 16;
+  const int64_t kv_len = 16 + 1000;
+  std::vector<float> q(size_t(q_len) * heads * 576), kv(size_t(kv_len) * 576);
+  for (float& x : q) x = rng.uniform(-2.0f, 2.0f);
+  for (float& x : kv) x = rng.uniform(-2.0f, 2.0f);
+  DeviceBuffer d_q(q.size() * 4), d_kv(kv.size() * 4), d_out(size_t(q_len) * heads * 512 * 4), d_lse(size_t(q_len) * heads * 4);
+  d_q.upload(q);
+  d_kv.upload(kv);
+  kdtree_verify_contiguous_params p;
+  KDTREE_CHECK(kdtree_verify_contiguous_params_init(&p));
+  p.num_heads = heads;
+  p.q_len = q_len;
+  p.dtype = KDTREE_DTYPE_F32;
+  p.kv_len = kv_len;
+  p.sm_scale = 0.04f;
+  p.mask_kind = KDTREE_MASK_CAUSAL;
+  p.q = d_q.data();
+  p.q_stride_token = int64_t(heads) * 576;
+  p.q_stride_head = 576;
+  p.kv = d_kv.data();
+  p.kv_stride = 576;
+  p.out = d_out.data();
+  p.out_dtype = KDTREE_DTYPE_F32;
+  p.out_stride_token = int64_t(heads) * 512;
+  p.out_stride_head = 512;
+  p.lse = d_lse.as<float>();
+  KDTREE_CHECK(kdtree_verify_contiguous(&p, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint8_t> eager = d_out.download();
+  cudaGraphExec_t exec = capture(stream, [&] {
+    CUDA_CHECK(cudaMemsetAsync(d_out.data(), kOutputSentinel, d_out.size(), stream));
+    KDTREE_CHECK(kdtree_verify_contiguous(&p, stream));
+  });
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  report.add_case();
+  report.check(d_out.download() == eager, "kdtree_verify_contiguous: replay differs from eager");
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+void merge_replay(Report& report, Rng& rng) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int states = 6, heads = 16, dim = 512;
+  const int64_t tokens = 33;
+  std::vector<float> values(size_t(states) * tokens * heads * dim), lse(size_t(states) * tokens * heads);
+  for (float& x : values) x = rng.uniform(-2.0f, 2.0f);
+  for (float& x : lse) x = rng.uniform(0.0f, 1.0f) < 0.1f ? -INFINITY : rng.uniform(-5.0f, 5.0f);
+  DeviceBuffer d_values(values.size() * 4), d_lse(lse.size() * 4), d_out(size_t(tokens) * heads * dim * 2),
+      d_out_lse(size_t(tokens) * heads * 4);
+  d_values.upload(values);
+  d_lse.upload(lse);
+  kdtree_merge_params p;
+  KDTREE_CHECK(kdtree_merge_params_init(&p));
+  p.num_states = states;
+  p.num_tokens = tokens;
+  p.num_heads = heads;
+  p.head_dim = dim;
+  p.states = d_values.data();
+  p.states_dtype = KDTREE_DTYPE_F32;
+  p.states_stride_state = tokens * heads * dim;
+  p.states_stride_token = int64_t(heads) * dim;
+  p.states_stride_head = dim;
+  p.states_lse = d_lse.as<float>();
+  p.out = d_out.data();
+  p.out_dtype = KDTREE_DTYPE_BF16;
+  p.out_stride_token = int64_t(heads) * dim;
+  p.out_stride_head = dim;
+  p.lse = d_out_lse.as<float>();
+  KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint8_t> eager = d_out.download(), eager_lse = d_out_lse.download();
+  cudaGraphExec_t exec = capture(stream, [&] {
+    CUDA_CHECK(cudaMemsetAsync(d_out.data(), kOutputSentinel, d_out.size(), stream));
+    KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
+  });
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  report.add_case();
+  report.check(d_out.download() == eager && d_out_lse.download() == eager_lse,
+               "kdtree_merge_attention_states: replay differs from eager");
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+int main() {
+  require_gpu_or_skip("test_graph_capture");
+  KDTREE_CHECK(kdtree_prepare(0));  // kernel attributes before any capture
+  Rng rng(test_seed());
+  Report report("test_graph_capture");
+  for (int32_t mask : {KDTREE_MASK_CAUSAL, KDTREE_MASK_TREE_BITS, KDTREE_MASK_SGLANG_FULL}) {
+    const int32_t tail = mask == KDTREE_MASK_SGLANG_FULL ? KDTREE_TAIL_FROM_EXTEND : KDTREE_TAIL_FROM_INDICES;
+    paged_replay(report, Entry::kOracle, 0, mask, tail, rng);
+    paged_replay(report, Entry::kProduction, 0, mask, tail, rng);
+    paged_replay(report, Entry::kProduction, 1, mask, tail, rng);
+    paged_replay(report, Entry::kProduction, 8, mask, tail, rng);
+  }
+  contiguous_replay(report, rng);
+  merge_replay(report, rng);
+  return report.finish();
+}
