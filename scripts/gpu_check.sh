@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU run (on the lent H200: nvcc, cmake, ninja, python3 with torch/numpy,
+# no cmocka, no internet). Builds build-gpu for sm_90, runs the gpu and cpu
+# tests, compute-sanitizer over every GPU test executable, and bench/bench.py
+# when present. Logs go to $OUT (few files: summary, build, ctest, sanitizer,
+# bench); a short table is printed last.
+#   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
+#                     and run its gpu tests (the sm_120 tile config on the H200)
+#   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
+#   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmark
+#   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+summary=$OUT/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+# cmocka from the carried .debs (scripts/fetch_device_deps.sh), unpacked locally.
+prefix_args=()
+if compgen -G ".deb/*.deb" >/dev/null; then
+  deps=$PWD/build-deps
+  rm -rf "$deps" && mkdir -p "$deps"
+  for deb in .deb/*.deb; do dpkg -x "$deb" "$deps"; done
+  prefix_args=(-DCMAKE_PREFIX_PATH="$deps/usr")
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
+
+configure_and_build() {  # <build dir> <extra cmake args...>
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
+        -DKDTREE_LINEINFO=ON "${prefix_args[@]}" "$@" >>"$OUT/build.log" 2>&1 &&
+  cmake --build "$dir" -j16 >>"$OUT/build.log" 2>&1
+}
+
+build_ok=1
+start=$(date +%s)
+configure_and_build build-gpu || build_ok=0
+note "build-gpu: $([ $build_ok = 1 ] && echo ok || echo FAILED) in $(( $(date +%s) - start )) s"
+grep -E "Registers are spilled|error" "$OUT/build.log" | sort -u | head -20 >> "$summary"
+if [ $build_ok = 0 ]; then tail -60 "$OUT/build.log"; exit 1; fi
+
+ctest_counts() {  # <log> -> "passed/failed/skipped"
+  local log=$1
+  local total failed skipped
+  total=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#" "$log")
+  failed=$(grep -cE "\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|Not Run" "$log")
+  skipped=$(grep -cE "\*\*\*Skipped" "$log")
+  echo "$(( total - failed - skipped )) passed, $failed failed, $skipped skipped"
+}
+
+filter=()
+[ -n "${GPU_TEST_FILTER:-}" ] && filter=(-R "$GPU_TEST_FILTER")
+ctest --test-dir build-gpu -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 > "$OUT/ctest.log" 2>&1
+gpu_result="gpu tests: $(ctest_counts "$OUT/ctest.log")"
+ctest --test-dir build-gpu -L cpu --output-on-failure -j8 --timeout 600 > "$OUT/ctest_cpu.log" 2>&1
+cpu_result="cpu tests: $(ctest_counts "$OUT/ctest_cpu.log")"
+cat "$OUT/ctest_cpu.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_cpu.log"
+build-gpu/kdtree-info >> "$summary" 2>&1 || note "kdtree-info: FAILED"
+
+sm120_result=""
+if [ "${SM120_CONFIG:-0}" = 1 ]; then
+  if configure_and_build build-gpu-sm120cfg -DKDTREE_FORCE_SM120_CONFIG=ON; then
+    ctest --test-dir build-gpu-sm120cfg -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 \
+      > "$OUT/ctest_sm120cfg.log" 2>&1
+    sm120_result="gpu tests (sm120 config forced): $(ctest_counts "$OUT/ctest_sm120cfg.log")"
+    cat "$OUT/ctest_sm120cfg.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_sm120cfg.log"
+  else
+    sm120_result="build-gpu-sm120cfg: BUILD FAILED"
+  fi
+fi
+
+# compute-sanitizer over each GPU test executable.
+sanitizer_rows=()
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  tools=(memcheck)
+  [ "${FULL_SANITIZE:-0}" = 1 ] && tools+=(racecheck initcheck synccheck)
+  : > "$OUT/sanitizer.log"
+  for tool in "${tools[@]}"; do
+    errors=0 runs=0
+    for exe in build-gpu/tests/gpu_test_*; do
+      [ -x "$exe" ] || continue
+      if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      echo "=== $tool $exe" >> "$OUT/sanitizer.log"
+      compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
+        > "$OUT/sanitizer.tmp" 2>&1
+      rc=$?
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Uninitialized|Race|Barrier)" \
+        "$OUT/sanitizer.tmp" | head -40 >> "$OUT/sanitizer.log"
+      n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitizer.tmp" | awk '{s+=$3} END {print s+0}')
+      [ "$rc" = 99 ] && [ "$n" = 0 ] && n=1
+      echo "exit $rc, $n errors" >> "$OUT/sanitizer.log"
+      errors=$(( errors + n )); runs=$(( runs + 1 ))
+    done
+    sanitizer_rows+=("$(printf '%-10s %3d executables %5d errors' "$tool" "$runs" "$errors")")
+  done
+  rm -f "$OUT/sanitizer.tmp"
+fi
+
+bench_result=""
+if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
+  KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python \
+    timeout 900 python3 bench/bench.py > "$OUT/bench.log" 2>&1
+  bench_result="bench/bench.py: exit $? (bench.log)"
+fi
+
+{
+  echo "================ gpu_check summary ================"
+  echo "$gpu_result"
+  echo "$cpu_result"
+  [ -n "$sm120_result" ] && echo "$sm120_result"
+  for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done
+  [ -n "$bench_result" ] && echo "$bench_result"
+  grep -E "FAILED|Failed|Exception|Timeout" "$OUT/ctest.log" | grep -E "^ *[0-9]+/" | head -20
+} | tee -a "$summary"

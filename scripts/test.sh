@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command for the whole suite: build build/ if needed (scripts/build_nvcc.sh),
+# then ctest over everything in parallel. Without a GPU the `gpu` tests skip
+# (exit 77) and everything else runs.
+#   KDTREE_CUDA_ARCHITECTURES="90"   build only these SMs (default: all five)
+#   CTEST_ARGS="-L cpu"              extra ctest arguments
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BUILD_DIR=${BUILD_DIR:-build}
+start=$(date +%s)
+scripts/build_nvcc.sh
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" ${CTEST_ARGS:-}
+echo "scripts/test.sh: $(( $(date +%s) - start )) s"
