@@ -23,7 +23,8 @@ if compgen -G ".deb/*.deb" >/dev/null; then
   deps=$PWD/build-deps
   rm -rf "$deps" && mkdir -p "$deps"
   for deb in .deb/*.deb; do dpkg -x "$deb" "$deps"; done
-  prefix_args=(-DCMAKE_PREFIX_PATH="$deps/usr")
+  prefix_args=(-DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu"
+               -DCMAKE_INCLUDE_PATH="$deps/usr/include")
   export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
