@@ -89,19 +89,22 @@ void run_case(Report& report, const ContiguousCase& c, Rng& rng) {
   std::vector<float> lse(lse_bytes.size() / 4);
   std::memcpy(lse.data(), lse_bytes.data(), lse_bytes.size());
 
-  // fp64 reference, two-pass softmax.
+  // fp64 reference, two-pass softmax, on inputs decoded once.
+  std::vector<double> qd(q.size() / in_bytes), kvd(kv.size() / in_bytes);
+  for (size_t e = 0; e < qd.size(); ++e) qd[e] = decode(q.data(), e, c.dtype);
+  for (size_t e = 0; e < kvd.size(); ++e) kvd[e] = decode(kv.data(), e, c.dtype);
   double diff = 0.0, norm = 0.0, lse_err = 0.0;
   bool nan_or_inf = false;
   std::vector<double> score(size_t(c.kv_len));
   for (int i = 0; i < c.q_len; ++i) {
     for (int h = 0; h < c.num_heads; ++h) {
-      const size_t q_base = (size_t(i) * c.num_heads + h) * kDim;
+      const double* q_row = &qd[(size_t(i) * c.num_heads + h) * kDim];
       double max = -INFINITY;
       for (int64_t r = 0; r < c.kv_len; ++r) {
         if (!visible(c, tree, i, r)) { score[r] = -INFINITY; continue; }
+        const double* k_row = &kvd[size_t(r) * kDim];
         double dot = 0.0;
-        for (int d = 0; d < kDim; ++d)
-          dot += double(decode(q.data(), q_base + d, c.dtype)) * decode(kv.data(), size_t(r) * kDim + d, c.dtype);
+        for (int d = 0; d < kDim; ++d) dot += q_row[d] * k_row[d];
         score[r] = dot * sm_scale;
         max = std::max(max, score[r]);
       }
@@ -111,7 +114,7 @@ void run_case(Report& report, const ContiguousCase& c, Rng& rng) {
         if (score[r] == -INFINITY) continue;
         double w = std::exp(score[r] - max);
         sum += w;
-        for (int d = 0; d < kDimLatent; ++d) acc[d] += w * decode(kv.data(), size_t(r) * kDim + d, c.dtype);
+        for (int d = 0; d < kDimLatent; ++d) acc[d] += w * kvd[size_t(r) * kDim + d];
       }
       const size_t out_base = (size_t(i) * c.num_heads + h) * kDimLatent;
       for (int d = 0; d < kDimLatent; ++d) {

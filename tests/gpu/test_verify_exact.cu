@@ -147,7 +147,7 @@ void bad_indptr(Report& report, Rng& rng) {
   s.prefixes = {40, 40};
   s.num_heads = 8;
   s.max_q_len = 8;  // request 1 exceeds it
-  s.mask_kind = KDTREE_MASK_TREE_BITS;
+  s.mask_kind = KDTREE_MASK_TREE_DENSE;
   s.trees = {random_tree(rng, 3), random_tree(rng, 12)};
   PagedProblem problem(s, rng);
   PagedResult reference = problem.run_host();
