@@ -37,9 +37,12 @@ struct TileConfig {
   static constexpr size_t kPBytes = size_t(kBlockM) * kPStride * 2;
   static constexpr size_t kOffKv = kQBytes;
   static constexpr size_t kOffP = kOffKv + kStages * kKvStageBytes;
-  static constexpr size_t kOffRedMax = kOffP + kPBytes;                  // [kKeySlices][kBlockM] f32
-  static constexpr size_t kOffRedSum = kOffRedMax + kKeySlices * kBlockM * 4;
-  static constexpr size_t kOffAlpha = kOffRedSum + kKeySlices * kBlockM * 4;  // [kBlockM] f32
+  // Row maxima per key slice during the loop; the same space holds the row
+  // sums per key slice in the epilogue (the last max is read before the last
+  // P V, the first sum written after it).
+  static constexpr size_t kOffRedMax = kOffP + kPBytes;  // [kKeySlices][kBlockM] f32
+  static constexpr size_t kOffRedSum = kOffRedMax;
+  static constexpr size_t kOffAlpha = kOffRedMax + kKeySlices * kBlockM * 4;  // [kBlockM] f32
   static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
   static constexpr size_t kOffBadKey = kOffRowMax + kBlockM * 4;           // [kStages][kBlockN] u8
   static constexpr size_t kSmemBytes = kOffBadKey + kStages * kBlockN;
@@ -48,8 +51,12 @@ struct TileConfig {
   static_assert(kQkWarps <= kWarps, "QK warps are a subset of the block");
 };
 
-// sm_90 (227 KB opt-in): 64 rows x 64 keys.
-using LargeConfig = TileConfig<64, 64, 32>;
+// sm_90 (227 KB opt-in): 64 rows x 64 keys; QK on all 8 warps (16 keys each:
+// measured 1.35x faster than 4 QK warps of 32 keys, docs/perf_notes.md).
+#ifndef KDTREE_LARGE_QK_KEYS
+#define KDTREE_LARGE_QK_KEYS 16
+#endif
+using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
