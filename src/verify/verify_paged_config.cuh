@@ -38,10 +38,10 @@ struct TileConfig {
   static constexpr size_t kOffKv = kQBytes;
   static constexpr size_t kOffP = kOffKv + kStages * kKvStageBytes;
   // Row maxima per key slice during the loop; the same space holds the row
-  // sums per key slice in the epilogue (the last max is read before the last
-  // P V, the first sum written after it).
+  // sums in the epilogue (the last max is read before the last P V, the sums
+  // written after it).
   static constexpr size_t kOffRedMax = kOffP + kPBytes;  // [kKeySlices][kBlockM] f32
-  static constexpr size_t kOffRedSum = kOffRedMax;
+  static constexpr size_t kOffRedSum = kOffRedMax;       // [kBlockM] f32
   static constexpr size_t kOffAlpha = kOffRedMax + kKeySlices * kBlockM * 4;  // [kBlockM] f32
   static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
   static constexpr size_t kOffBadKey = kOffRowMax + kBlockM * 4;           // [kStages][kBlockN] u8
@@ -73,25 +73,24 @@ static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared mem
 #define KDTREE_FORCE_SM120_CONFIG 0
 #endif
 
-// fp8 KV runs the small config on sm_90: its synchronous convert-on-load does
-// not fit the large or medium config's registers there without spilling.
+// fp8 KV runs the small config on every arch: its synchronous convert-on-load
+// does not fit the large or medium config's registers without spilling.
 template <class Cfg, bool kKvFp8>
 __host__ __device__ constexpr bool config_built_for(int arch) {
   if constexpr (Cfg::kBlockM == LargeConfig::kBlockM && Cfg::kBlockN == LargeConfig::kBlockN) {
     return !kKvFp8 && arch >= 900 && arch < 1200 && !KDTREE_FORCE_SM120_CONFIG;
   } else if constexpr (Cfg::kBlockN == MediumConfig::kBlockN) {
-    return arch == 800;
+    return !kKvFp8 && arch == 800 && !KDTREE_FORCE_SM120_CONFIG;
   } else {
-    return (arch >= 860 && arch < 900) || arch >= 1200 || (arch >= 900 && (kKvFp8 || KDTREE_FORCE_SM120_CONFIG));
+    return kKvFp8 || (arch >= 860 && arch < 900) || arch >= 1200 || KDTREE_FORCE_SM120_CONFIG;
   }
 }
 
 // The config the host launches on a device of compute capability major.minor.
 inline TileConfigId config_for_device(int cc_major, int cc_minor, bool kv_fp8) {
+  if (kv_fp8 || KDTREE_FORCE_SM120_CONFIG) return TileConfigId::kSmall;
   if (cc_major == 8 && cc_minor == 0) return TileConfigId::kMedium;
-  if (cc_major >= 9 && cc_major < 12 && !KDTREE_FORCE_SM120_CONFIG) {
-    return kv_fp8 ? TileConfigId::kSmall : TileConfigId::kLarge;
-  }
+  if (cc_major >= 9 && cc_major < 12) return TileConfigId::kLarge;
   return TileConfigId::kSmall;
 }
 

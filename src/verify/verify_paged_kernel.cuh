@@ -12,10 +12,13 @@
 //   1. QK warps: S = Q K^T for 32 rows x kQkN keys over all 576 dims, scaled
 //      to base 2; the mask runs only on tiles that hold tail keys, a split end
 //      or an out-of-range slot. Row maxima go to shared memory.
-//   2. QK warps: online softmax (running max m, partial row sums l), P (bf16 /
-//      f16) and the rescale factor alpha to shared memory.
+//   2. QK warps: online softmax (running max m), P (bf16 / f16) and the
+//      rescale factor alpha to shared memory.
 //   3. All warps: O[32 rows x 128 dims] = alpha * O + P V, V being the first
-//      512 dims of the same KV tile (ldmatrix.trans).
+//      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
+//      0..127 also multiply P by a column of ones: the row sum l comes out of
+//      the same tensor-core accumulation as O, so all-ones values give exactly
+//      1 and every mask encoding of one tree gives bitwise the same result.
 // Epilogue: O / l and lse straight to the output when num_splits == 1, else
 // normalized partial states to the workspace for verify_paged_merge.
 //
@@ -97,7 +100,7 @@ struct VerifyBlock {
   }
   __device__ uint8_t* bad_key(int stage) const { return smem + Cfg::kOffBadKey + stage * kBlockN; }
   __device__ float* red_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedMax); }
-  __device__ float* red_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
+  __device__ float* row_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
   __device__ float* alpha() const { return reinterpret_cast<float*>(smem + Cfg::kOffAlpha); }
   __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
   __device__ T* p_tile() const { return reinterpret_cast<T*>(smem + Cfg::kOffP); }
@@ -242,14 +245,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
       for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
-    float m_run[2][2], l_run[2][2];  // QK warps: running max (base 2) and partial sum
+    float l_acc[2][4];  // dims-0..127 warps: P times a ones column (the row sums)
+    float m_run[2][2];  // QK warps: running row max, base 2
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        m_run[mt][half] = kNegInf;
-        l_run[mt][half] = 0.f;
+      for (int e = 0; e < 4; ++e) {
+        l_acc[mt][e] = 0.f;
+        m_run[mt][e / 2] = kNegInf;
       }
+    const bool sums_rows = dim_quarter == 0;
+    const uint32_t ones = pack2<T>(1.f, 1.f);
 
     blk.load_q();
     bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
@@ -343,16 +349,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_new = fmaxf(m_new, blk.red_max()[ks * kBlockM + row]);
             const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
             const float scale_old = exp2f(m_run[mt][half] - m_ref);
-            float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt) {
               const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
               const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
-              sum += p0 + p1;
               const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
               *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
             }
-            l_run[mt][half] = l_run[mt][half] * scale_old + sum;
             m_run[mt][half] = m_new;
             if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
           }
@@ -369,6 +372,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             o_acc[mt][nt][2 * half] *= f;
             o_acc[mt][nt][2 * half + 1] *= f;
           }
+          l_acc[mt][2 * half] *= f;
+          l_acc[mt][2 * half + 1] *= f;
         }
       const uint32_t p_base = smem_addr(blk.p_tile());
 #pragma unroll
@@ -379,6 +384,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
           const int row = warp_row0 + mt * 16 + (lane % 16);
           const int col = kstep * 16 + (lane / 16) * 8;
           ldmatrix_x4(pf[mt], p_base + (row * Cfg::kPStride + col) * 2);
+          if (sums_rows) mma_16816<T>(l_acc[mt], pf[mt], ones, ones);
         }
 #pragma unroll
         for (int dp = 0; dp < 8; ++dp) {
@@ -395,20 +401,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
       }
     }
 
-    // ---- epilogue: combine the key slices' sums, normalize, store ----
-    if (is_qk_warp) {
+    // ---- epilogue: share row sums and maxima, normalize, store ----
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float l = l_run[mt][half];
-          l += __shfl_xor_sync(0xffffffffu, l, 1);
-          l += __shfl_xor_sync(0xffffffffu, l, 2);
-          const int row = warp_row0 + mt * 16 + g + 8 * half;
-          if (c == 0) blk.red_sum()[key_slice * kBlockM + row] = l;
-          if (c == 0 && key_slice == 0) blk.row_max()[row] = m_run[mt][half];
-        }
-    }
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_row0 + mt * 16 + g + 8 * half;
+        if (sums_rows && c == 0) blk.row_sum()[row] = l_acc[mt][2 * half];
+        if (is_qk_warp && key_slice == 0 && c == 0) blk.row_max()[row] = m_run[mt][half];
+      }
     __syncthreads();
 
     const bool direct = a.num_splits == 1;
@@ -421,17 +422,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
         const int row = warp_row0 + mt * 16 + g + 8 * half;
         const int r = blk.row0 + row;
         const int h = r - token * a.num_heads;
-        float l = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < Cfg::kKeySlices; ++ks) l += blk.red_sum()[ks * kBlockM + row];
-        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const float l = blk.row_sum()[row];
+        // Divide rather than multiply by 1/l: all-ones values then give exactly 1.
+        const float div = l > 0.f ? l : 1.f;
         const float lse = l > 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
         const int64_t t = req.q_start + token;
         if (direct) {
           const int64_t base = t * a.out_stride_token + h * a.out_stride_head + dim_quarter * 128 + 2 * c;
 #pragma unroll
           for (int nt = 0; nt < 16; ++nt) {
-            const float v0 = o_acc[mt][nt][2 * half] * inv, v1 = o_acc[mt][nt][2 * half + 1] * inv;
+            const float v0 = o_acc[mt][nt][2 * half] / div, v1 = o_acc[mt][nt][2 * half + 1] / div;
             const int64_t at = base + nt * 8;
             if (a.out_dtype == KDTREE_DTYPE_F32) {
               *reinterpret_cast<float2*>(static_cast<float*>(a.out) + at) = make_float2(v0, v1);
@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
 #pragma unroll
             for (int nt = 0; nt < 16; ++nt) {
               *reinterpret_cast<float2*>(dst + nt * 8) =
-                  make_float2(o_acc[mt][nt][2 * half] * inv, o_acc[mt][nt][2 * half + 1] * inv);
+                  make_float2(o_acc[mt][nt][2 * half] / div, o_acc[mt][nt][2 * half + 1] / div);
             }
           }
           if (dim_quarter == 0 && c == 0) a.partial_lse[state] = lse;

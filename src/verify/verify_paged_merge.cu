@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kMergeThreads) verify_split_merge_kernel(const
       acc.w += w * v.w;
       weight_sum += w;
     }
-    const float inv = 1.f / weight_sum;
-    acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    // Divide (not multiply by 1/sum): states that all hold exactly 1 merge to exactly 1.
+    acc = make_float4(acc.x / weight_sum, acc.y / weight_sum, acc.z / weight_sum, acc.w / weight_sum);
   }
 
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head + 4 * threadIdx.x;
