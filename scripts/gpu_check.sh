@@ -7,7 +7,8 @@
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200)
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
-#   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmark
+#   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
+#   BENCH_ARGS=...    extra arguments for bench/bench.py (e.g. --sweep-splits)
 #   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,9 +105,15 @@ fi
 
 bench_result=""
 if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
-  KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python \
-    timeout 900 python3 bench/bench.py > "$OUT/bench.log" 2>&1
+  export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so
+  PYTHONPATH=$PWD/bindings/python timeout 400 python3 bench/bench.py --markdown \
+    --json "$OUT/bench.json" --plot "$OUT/bench.png" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   bench_result="bench/bench.py: exit $? (bench.log)"
+  if [ -f bench/bench_defrag.py ]; then
+    echo "=============== bench/bench_defrag.py ===============" >> "$OUT/bench.log"
+    timeout 200 python3 bench/bench_defrag.py --json "$OUT/bench_defrag.json" >> "$OUT/bench.log" 2>&1
+    bench_result+="; bench/bench_defrag.py: exit $?"
+  fi
 fi
 
 {
