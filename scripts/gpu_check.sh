@@ -7,6 +7,7 @@
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200)
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
+#   SANITIZE_TIMEOUT=s per-executable limit under compute-sanitizer (300)
 #   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
 #   BENCH_ARGS=...    extra arguments for bench/bench.py (e.g. --sweep-splits)
 #   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
@@ -88,13 +89,14 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
       echo "=== $tool $exe" >> "$OUT/sanitizer.log"
-      compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
+      timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
         > "$OUT/sanitizer.tmp" 2>&1
       rc=$?
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Uninitialized|Race|Barrier)" \
         "$OUT/sanitizer.tmp" | head -40 >> "$OUT/sanitizer.log"
       n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitizer.tmp" | awk '{s+=$3} END {print s+0}')
       [ "$rc" = 99 ] && [ "$n" = 0 ] && n=1
+      [ "$rc" = 124 ] && echo "timed out after ${SANITIZE_TIMEOUT:-300} s" >> "$OUT/sanitizer.log"
       echo "exit $rc, $n errors" >> "$OUT/sanitizer.log"
       errors=$(( errors + n )); runs=$(( runs + 1 ))
     done

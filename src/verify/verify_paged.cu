@@ -76,14 +76,15 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   a.max_q_len = p.max_q_len;
   a.num_splits = plan.num_splits;
   a.total_q = p.total_q;
-  a.scale_log2 = p.sm_scale * 1.4426950408889634f;
+  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
+  a.scale_log2 = p.sm_scale * 1.4426950408889634f * (fp8 ? p.kv_scale : 1.f);
+  a.out_scale = fp8 ? p.kv_scale : 1.f;
   a.q = p.q;
   a.q_stride_token = p.q_stride_token;
   a.q_stride_head = p.q_stride_head;
   a.kv_cache = p.kv_cache;
   a.kv_stride_slot = p.kv_stride_slot;
   a.num_slots = p.num_slots;
-  a.kv_scale = p.kv_scale;
   a.index_is_64 = p.index_dtype == KDTREE_DTYPE_INT64;
   a.qo_indptr = p.qo_indptr;
   a.kv_indptr = p.kv_indptr;
@@ -106,7 +107,6 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
     a.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_out_bytes(p, plan.num_splits));
   }
 
-  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
   if (p.q_dtype == KDTREE_DTYPE_BF16) {
     fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);

@@ -19,7 +19,8 @@ struct PagedArgs {
   int32_t max_q_len;
   int32_t num_splits;
   int64_t total_q;
-  float scale_log2;  // sm_scale * log2(e): softmax runs in base 2
+  float scale_log2;  // sm_scale * log2(e) (* kv_scale for fp8): softmax runs in base 2
+  float out_scale;   // kv_scale for fp8 KV (values enter the tensor cores unscaled), else 1
 
   const void* q;
   int64_t q_stride_token;
@@ -28,7 +29,6 @@ struct PagedArgs {
   const void* kv_cache;
   int64_t kv_stride_slot;
   int64_t num_slots;
-  float kv_scale;
   int32_t index_is_64;
 
   const int32_t* qo_indptr;

@@ -37,14 +37,15 @@ struct TileConfig {
   static constexpr size_t kPBytes = size_t(kBlockM) * kPStride * 2;
   static constexpr size_t kOffKv = kQBytes;
   static constexpr size_t kOffP = kOffKv + kStages * kKvStageBytes;
-  // Row maxima per key slice during the loop; the same space holds the row
-  // sums in the epilogue (the last max is read before the last P V, the sums
-  // written after it).
+  // Row maxima per key slice during the loop; the same space holds the fp32
+  // row sums per key slice in the epilogue (the last max is read before the
+  // last P V, the sums written after it).
   static constexpr size_t kOffRedMax = kOffP + kPBytes;  // [kKeySlices][kBlockM] f32
-  static constexpr size_t kOffRedSum = kOffRedMax;       // [kBlockM] f32
+  static constexpr size_t kOffRedSum = kOffRedMax;
   static constexpr size_t kOffAlpha = kOffRedMax + kKeySlices * kBlockM * 4;  // [kBlockM] f32
   static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
-  static constexpr size_t kOffBadKey = kOffRowMax + kBlockM * 4;           // [kStages][kBlockN] u8
+  static constexpr size_t kOffRowWeight = kOffRowMax + kBlockM * 4;        // [kBlockM] f32
+  static constexpr size_t kOffBadKey = kOffRowWeight + kBlockM * 4;        // [kStages][kBlockN] u8
   static constexpr size_t kSmemBytes = kOffBadKey + kStages * kBlockN;
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");

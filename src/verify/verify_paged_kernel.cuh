@@ -12,13 +12,13 @@
 //   1. QK warps: S = Q K^T for 32 rows x kQkN keys over all 576 dims, scaled
 //      to base 2; the mask runs only on tiles that hold tail keys, a split end
 //      or an out-of-range slot. Row maxima go to shared memory.
-//   2. QK warps: online softmax (running max m), P (bf16 / f16) and the
-//      rescale factor alpha to shared memory.
+//   2. QK warps: online softmax (running max m, fp32 partial row sums l for
+//      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
 //   3. All warps: O[32 rows x 128 dims] = alpha * O + P V, V being the first
 //      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
-//      0..127 also multiply P by a column of ones: the row sum l comes out of
-//      the same tensor-core accumulation as O, so all-ones values give exactly
-//      1 and every mask encoding of one tree gives bitwise the same result.
+//      0..127 also multiply P by a column of ones: O is normalized by the sum
+//      of the rounded P from the same tensor-core accumulation, so all-ones
+//      values give exactly 1.
 // Epilogue: O / l and lse straight to the output when num_splits == 1, else
 // normalized partial states to the workspace for verify_paged_merge.
 //
@@ -46,7 +46,9 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>(row * (kHeadDim * 2) + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4));
 }
 
-__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw, float scale) {
+// fp8 e4m3 -> 8 bf16 / f16 values, exactly (e4m3 is a subset of both); the
+// kv_scale is applied to the fp32 logits and outputs instead.
+__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw) {
   uint32_t words[2] = {raw.x, raw.y};
   uint32_t out[4];
 #pragma unroll
@@ -55,12 +57,12 @@ __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw, float scale) {
     for (int h = 0; h < 2; ++h) {
       __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
       float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
-      out[w * 2 + h] = pack2<__nv_bfloat16>(f.x * scale, f.y * scale);
+      out[w * 2 + h] = pack2<__nv_bfloat16>(f.x, f.y);
     }
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
-__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 raw, float scale) {
+__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 raw) {
   uint32_t words[2] = {raw.x, raw.y};
   uint32_t out[4];
 #pragma unroll
@@ -69,7 +71,7 @@ __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 raw, float scale) {
     for (int h = 0; h < 2; ++h) {
       __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
       float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
-      out[w * 2 + h] = pack2<__half>(f.x * scale, f.y * scale);
+      out[w * 2 + h] = pack2<__half>(f.x, f.y);
     }
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
@@ -100,7 +102,8 @@ struct VerifyBlock {
   }
   __device__ uint8_t* bad_key(int stage) const { return smem + Cfg::kOffBadKey + stage * kBlockN; }
   __device__ float* red_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedMax); }
-  __device__ float* row_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
+  __device__ float* red_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
+  __device__ float* row_weight() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowWeight); }
   __device__ float* alpha() const { return reinterpret_cast<float*>(smem + Cfg::kOffAlpha); }
   __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
   __device__ T* p_tile() const { return reinterpret_cast<T*>(smem + Cfg::kOffP); }
@@ -187,9 +190,9 @@ struct VerifyBlock {
           const uint2 raw = src ? __ldg(reinterpret_cast<const uint2*>(src + c * 8)) : make_uint2(0, 0);
           uint4 v;
           if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            v = fp8x8_to_bf16x8(raw, a.kv_scale);
+            v = fp8x8_to_bf16x8(raw);
           } else {
-            v = fp8x8_to_f16x8(raw, a.kv_scale);
+            v = fp8x8_to_f16x8(raw);
           }
           *reinterpret_cast<uint4*>(tile + swizzle(key, c)) = v;
         }
@@ -245,14 +248,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
       for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
-    float l_acc[2][4];  // dims-0..127 warps: P times a ones column (the row sums)
+    float w_acc[2][4];  // dims-0..127 warps: rounded P times a ones column
     float m_run[2][2];  // QK warps: running row max, base 2
+    float l_run[2][2];  // QK warps: fp32 partial row sum over this key slice
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        l_acc[mt][e] = 0.f;
+        w_acc[mt][e] = 0.f;
         m_run[mt][e / 2] = kNegInf;
+        l_run[mt][e / 2] = 0.f;
       }
     const bool sums_rows = dim_quarter == 0;
     const uint32_t ones = pack2<T>(1.f, 1.f);
@@ -349,13 +354,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_new = fmaxf(m_new, blk.red_max()[ks * kBlockM + row]);
             const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
             const float scale_old = exp2f(m_run[mt][half] - m_ref);
+            float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt) {
               const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
               const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
+              sum += p0 + p1;
               const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
               *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
             }
+            l_run[mt][half] = l_run[mt][half] * scale_old + sum;
             m_run[mt][half] = m_new;
             if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
           }
@@ -372,8 +380,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             o_acc[mt][nt][2 * half] *= f;
             o_acc[mt][nt][2 * half + 1] *= f;
           }
-          l_acc[mt][2 * half] *= f;
-          l_acc[mt][2 * half + 1] *= f;
+          w_acc[mt][2 * half] *= f;
+          w_acc[mt][2 * half + 1] *= f;
         }
       const uint32_t p_base = smem_addr(blk.p_tile());
 #pragma unroll
@@ -384,7 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
           const int row = warp_row0 + mt * 16 + (lane % 16);
           const int col = kstep * 16 + (lane / 16) * 8;
           ldmatrix_x4(pf[mt], p_base + (row * Cfg::kPStride + col) * 2);
-          if (sums_rows) mma_16816<T>(l_acc[mt], pf[mt], ones, ones);
+          if (sums_rows) mma_16816<T>(w_acc[mt], pf[mt], ones, ones);
         }
 #pragma unroll
         for (int dp = 0; dp < 8; ++dp) {
@@ -407,8 +415,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + mt * 16 + g + 8 * half;
-        if (sums_rows && c == 0) blk.row_sum()[row] = l_acc[mt][2 * half];
-        if (is_qk_warp && key_slice == 0 && c == 0) blk.row_max()[row] = m_run[mt][half];
+        if (sums_rows && c == 0) blk.row_weight()[row] = w_acc[mt][2 * half];
+        if (is_qk_warp) {
+          float l = l_run[mt][half];
+          l += __shfl_xor_sync(0xffffffffu, l, 1);
+          l += __shfl_xor_sync(0xffffffffu, l, 2);
+          if (c == 0) blk.red_sum()[key_slice * kBlockM + row] = l;
+          if (key_slice == 0 && c == 0) blk.row_max()[row] = m_run[mt][half];
+        }
       }
     __syncthreads();
 
@@ -422,9 +436,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
         const int row = warp_row0 + mt * 16 + g + 8 * half;
         const int r = blk.row0 + row;
         const int h = r - token * a.num_heads;
-        const float l = blk.row_sum()[row];
-        // Divide rather than multiply by 1/l: all-ones values then give exactly 1.
-        const float div = l > 0.f ? l : 1.f;
+        float l = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < Cfg::kKeySlices; ++ks) l += blk.red_sum()[ks * kBlockM + row];
+        // Divide rather than multiply by 1/w: all-ones values then give exactly 1.
+        // fp8 KV was fed to the tensor cores unscaled: kv_scale applies here.
+        const float w = blk.row_weight()[row];
+        const float div = w > 0.f ? w / a.out_scale : 1.f;
         const float lse = l > 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
         const int64_t t = req.q_start + token;
         if (direct) {
