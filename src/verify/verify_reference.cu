@@ -42,8 +42,21 @@ template <>
 __device__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <>
 __device__ float to_float(__half x) { return __half2float(x); }
+// e4m3 decoded from its bits (sign, 4 exponent bits with bias 7, 3 mantissa
+// bits; exponent 0 is subnormal, S.1111.111 is NaN), exact in fp32 and equal
+// to cuda_fp8's conversion for all 256 codes. Written out because cuda_fp8's
+// software path below sm_89 (a normalization loop per value, inlined 34 times
+// per key) made ptxas spill on sm_80/86; this form is branch-light and does
+// not. It is also a reading of the format independent of the fast kernel's.
 template <>
-__device__ float to_float(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
+__device__ float to_float(__nv_fp8_e4m3 x) {
+  const unsigned bits = x.__x;
+  if ((bits & 0x7Fu) == 0x7Fu) return __int_as_float(0x7fffffff);
+  const unsigned exponent = (bits >> 3) & 0xFu, mantissa = bits & 0x7u;
+  const float magnitude = exponent == 0 ? float(mantissa) * 0x1p-9f
+                                        : __uint_as_float(((exponent + 120u) << 23) | (mantissa << 20));
+  return (bits & 0x80u) ? -magnitude : magnitude;
+}
 
 __device__ void store(float* p, float v) { *p = v; }
 __device__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
