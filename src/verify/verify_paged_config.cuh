@@ -17,9 +17,12 @@ namespace kdtree::verify {
 
 enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
 
-template <int BlockM, int BlockN, int QkN>
+template <int BlockM, int BlockN, int QkN, bool TwoQkChains>
 struct TileConfig {
   static constexpr int kBlockM = BlockM;
+  // QK accumulates even and odd k-steps separately (two mma chains of 18):
+  // faster where the registers allow it without spilling.
+  static constexpr bool kTwoQkChains = TwoQkChains;
   static constexpr int kBlockN = BlockN;
   static constexpr int kQkN = QkN;
   static constexpr int kStages = 2;
@@ -45,7 +48,8 @@ struct TileConfig {
   static constexpr size_t kOffAlpha = kOffRedMax + kKeySlices * kBlockM * 4;  // [kBlockM] f32
   static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
   static constexpr size_t kOffRowWeight = kOffRowMax + kBlockM * 4;        // [kBlockM] f32
-  static constexpr size_t kOffBadKey = kOffRowWeight + kBlockM * 4;        // [kStages][kBlockN] u8
+  static constexpr size_t kOffRescale = kOffRowWeight + kBlockM * 4;       // [kRowGroups] i32
+  static constexpr size_t kOffBadKey = kOffRescale + kRowGroups * 4;       // [kStages][kBlockN] u8
   static constexpr size_t kSmemBytes = kOffBadKey + kStages * kBlockN;
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
@@ -57,11 +61,11 @@ struct TileConfig {
 #ifndef KDTREE_LARGE_QK_KEYS
 #define KDTREE_LARGE_QK_KEYS 16
 #endif
-using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS>;
+using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS, true>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
-using MediumConfig = TileConfig<64, 32, 16>;
+using MediumConfig = TileConfig<64, 32, 16, true>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
-using SmallConfig = TileConfig<32, 16, 16>;
+using SmallConfig = TileConfig<32, 16, 16, false>;
 
 static_assert(LargeConfig::kSmemBytes <= 232448, "sm_90 opt-in shared memory");
 static_assert(MediumConfig::kSmemBytes <= 166912, "sm_80 opt-in shared memory");

@@ -14,6 +14,9 @@
 //      or an out-of-range slot. Row maxima go to shared memory.
 //   2. QK warps: online softmax (running max m, fp32 partial row sums l for
 //      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
+//      The reference max moves only when a row's max grows by more than
+//      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
+//      after the first tiles O is almost never rescaled.
 //   3. All warps: O[32 rows x 128 dims] = alpha * O + P V, V being the first
 //      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
 //      0..127 also multiply P by a column of ones: O is normalized by the sum
@@ -38,6 +41,7 @@
 namespace kdtree::verify {
 
 constexpr int kChunks = kHeadDim * 2 / 16;  // 16-byte chunks per 576-dim row (72)
+constexpr float kRescaleLog2 = 8.f;         // lazy rescale threshold, base-2 logits
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][576]
 // tile: the low three chunk bits are XORed with the row, so the 8 rows one
@@ -103,6 +107,7 @@ struct VerifyBlock {
   __device__ uint8_t* bad_key(int stage) const { return smem + Cfg::kOffBadKey + stage * kBlockN; }
   __device__ float* red_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedMax); }
   __device__ float* red_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
+  __device__ int32_t* rescale_flag() const { return reinterpret_cast<int32_t*>(smem + Cfg::kOffRescale); }
   __device__ float* row_weight() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowWeight); }
   __device__ float* alpha() const { return reinterpret_cast<float*>(smem + Cfg::kOffAlpha); }
   __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
@@ -279,15 +284,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
       float s[2][kQkTiles][4];
       if (is_qk_warp) {
         // ---- 1. S = Q K^T over 576 dims ----
+        // Even and odd k-steps may accumulate separately: two independent mma
+        // chains of 18 instead of one of 36 (the chain latency bounds QK).
+        float s_odd[2][kQkTiles][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = s_odd[mt][nt][e] = 0.f;
         const int key_base = key_slice * kQkN;
 #pragma unroll kQkUnroll
         for (int kstep = 0; kstep < kHeadDim / 16; ++kstep) {
+          float (&acc)[2][kQkTiles][4] = (Cfg::kTwoQkChains && (kstep & 1)) ? s_odd : s;
           uint32_t af[2][4];
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
@@ -301,10 +310,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             ldmatrix_x4(bf, kv + swizzle(key, kstep * 2 + ((lane >> 3) & 1)));
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
-              mma_16816<T>(s[mt][2 * np], af[mt], bf[0], bf[1]);
-              mma_16816<T>(s[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+              mma_16816<T>(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+              mma_16816<T>(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
             }
           }
+        }
+        if constexpr (Cfg::kTwoQkChains) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
         }
         // Scale to base 2; mask only where the tile needs it.
         const bool needs_mask = any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix;
@@ -344,16 +361,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
       if (is_qk_warp) {
         // ---- 2. online softmax, P and alpha to shared memory ----
         T* p_tile = blk.p_tile();
+        bool any_rescale = false;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = warp_row0 + mt * 16 + g + 8 * half;
-            float m_new = m_run[mt][half];
+            float m_tile = kNegInf;
 #pragma unroll
-            for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_new = fmaxf(m_new, blk.red_max()[ks * kBlockM + row]);
+            for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
+            // Every key slice's warp takes the same decision from the same maxima.
+            const bool rescale = m_tile > m_run[mt][half] + kRescaleLog2;
+            any_rescale |= rescale;
+            const float m_new = rescale ? m_tile : m_run[mt][half];
             const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-            const float scale_old = exp2f(m_run[mt][half] - m_ref);
+            const float scale_old = rescale ? exp2f(m_run[mt][half] - m_ref) : 1.f;
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt) {
@@ -367,22 +389,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             m_run[mt][half] = m_new;
             if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
           }
+        any_rescale = __any_sync(0xffffffffu, any_rescale);
+        if (key_slice == 0 && lane == 0) blk.rescale_flag()[row_group] = any_rescale;
       }
       __syncthreads();
       // ---- 3. O = alpha * O + P V ----
+      if (blk.rescale_flag()[row_group]) {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float f = blk.alpha()[warp_row0 + mt * 16 + g + 8 * half];
+          for (int half = 0; half < 2; ++half) {
+            const float f = blk.alpha()[warp_row0 + mt * 16 + g + 8 * half];
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
-            o_acc[mt][nt][2 * half] *= f;
-            o_acc[mt][nt][2 * half + 1] *= f;
+            for (int nt = 0; nt < 16; ++nt) {
+              o_acc[mt][nt][2 * half] *= f;
+              o_acc[mt][nt][2 * half + 1] *= f;
+            }
+            w_acc[mt][2 * half] *= f;
+            w_acc[mt][2 * half + 1] *= f;
           }
-          w_acc[mt][2 * half] *= f;
-          w_acc[mt][2 * half + 1] *= f;
-        }
+      }
       const uint32_t p_base = smem_addr(blk.p_tile());
 #pragma unroll
       for (int kstep = 0; kstep < kBlockN / 16; ++kstep) {
