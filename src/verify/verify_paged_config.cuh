@@ -61,7 +61,10 @@ struct TileConfig {
 #ifndef KDTREE_LARGE_QK_KEYS
 #define KDTREE_LARGE_QK_KEYS 16
 #endif
-using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS, true>;
+#ifndef KDTREE_LARGE_TWO_QK_CHAINS
+#define KDTREE_LARGE_TWO_QK_CHAINS 1
+#endif
+using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS, KDTREE_LARGE_TWO_QK_CHAINS>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16, true>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.

@@ -41,7 +41,10 @@
 namespace kdtree::verify {
 
 constexpr int kChunks = kHeadDim * 2 / 16;  // 16-byte chunks per 576-dim row (72)
-constexpr float kRescaleLog2 = 8.f;         // lazy rescale threshold, base-2 logits
+#ifndef KDTREE_RESCALE_LOG2
+#define KDTREE_RESCALE_LOG2 8.f
+#endif
+constexpr float kRescaleLog2 = KDTREE_RESCALE_LOG2;  // lazy rescale threshold, base-2 logits
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][576]
 // tile: the low three chunk bits are XORed with the row, so the 8 rows one
@@ -217,7 +220,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
     using Block = VerifyBlock<Cfg, T, kKvFp8>;
     constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kQkN = Cfg::kQkN;
     constexpr int kQkTiles = Block::kQkTiles;
-    constexpr int kQkUnroll = 4;
+#ifndef KDTREE_QK_UNROLL
+#define KDTREE_QK_UNROLL 4
+#endif
+    constexpr int kQkUnroll = KDTREE_QK_UNROLL;
     constexpr float kNegInf = -INFINITY;
 
     const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
