@@ -240,20 +240,32 @@ uint64_t fnv1a(const uint8_t* p, size_t n) {
 // ------------------------------------------------------------------------
 
 void test_copy(std::mt19937_64& rng) {
+  // The kernel copies up to 3 layers of a move together when a warp takes a
+  // row (>= 512 B) and every address is 16-byte aligned: layer counts 61,
+  // 62 and 1 end moves on tasks of 1, 2 and 1 rows; 2064-byte rows take two
+  // chunks of 96 units, the second partial; skewed layers and 1000-byte rows
+  // take the row-at-a-time path with a full warp.
   struct Case {
     int64_t row_bytes, stride;
     int32_t dtype;
     bool skewed, device_count;
+    int num_layers;
   };
   const Case cases[] = {
-      {64, 64, KDTREE_DTYPE_INT32, false, false},   {1152, 1152, KDTREE_DTYPE_INT64, false, true},
-      {1152, 1280, KDTREE_DTYPE_INT32, true, true}, {48, 64, KDTREE_DTYPE_INT64, false, false},
-      {40, 48, KDTREE_DTYPE_INT32, false, true},    {37, 41, KDTREE_DTYPE_INT64, true, false},
-      {16, 16, KDTREE_DTYPE_INT32, true, false},
+      {64, 64, KDTREE_DTYPE_INT32, false, false, 61},
+      {1152, 1152, KDTREE_DTYPE_INT64, false, true, 61},
+      {1152, 1280, KDTREE_DTYPE_INT32, true, true, 61},
+      {1152, 1152, KDTREE_DTYPE_INT32, false, false, 1},
+      {2064, 2080, KDTREE_DTYPE_INT64, false, true, 62},
+      {1000, 1008, KDTREE_DTYPE_INT32, false, false, 61},
+      {48, 64, KDTREE_DTYPE_INT64, false, false, 61},
+      {40, 48, KDTREE_DTYPE_INT32, false, true, 61},
+      {37, 41, KDTREE_DTYPE_INT64, true, false, 61},
+      {16, 16, KDTREE_DTYPE_INT32, true, false, 61},
   };
   for (const Case& c : cases) {
-    const int64_t num_slots = c.row_bytes >= 1152 ? 2048 : 4096;
-    Layers L = make_layers(rng, 61, num_slots, c.stride, c.skewed);
+    const int64_t num_slots = c.row_bytes >= 2048 ? 1024 : c.row_bytes >= 1000 ? 2048 : 4096;
+    Layers L = make_layers(rng, c.num_layers, num_slots, c.stride, c.skewed);
     Pool pool = random_pool(rng, num_slots, 40, 80, num_slots / 4);
     Plan plan = plan_pool(pool, 600);
     const int64_t planned = static_cast<int64_t>(plan.src.size());
@@ -297,10 +309,10 @@ void test_copy(std::mt19937_64& rng) {
     const std::vector<uint8_t> got = host_copy(L.base, L.host.size());
     CHECK(got == L.host);
     CHECK(host_copy(d_flag, 1)[0] == KDTREE_FLAG_SLOT_OUT_OF_RANGE);
-    std::printf("  copy: row %lld B stride %lld %s%s%s: %lld moves x 61 layers, checksum %016llx %s\n",
+    std::printf("  copy: row %lld B stride %lld %s%s%s: %lld moves x %d layers, checksum %016llx %s\n",
                 (long long)c.row_bytes, (long long)c.stride,
                 c.dtype == KDTREE_DTYPE_INT64 ? "int64" : "int32", c.skewed ? " skewed" : "",
-                c.device_count ? " device-count" : "", (long long)planned,
+                c.device_count ? " device-count" : "", (long long)planned, c.num_layers,
                 (unsigned long long)fnv1a(got.data(), got.size()), got == L.host ? "ok" : "MISMATCH");
     CUDA_OK(cudaFree(d_src));
     CUDA_OK(cudaFree(d_dst));
@@ -313,6 +325,12 @@ void test_copy(std::mt19937_64& rng) {
 // ------------------------------------------------------------------------
 // remap
 // ------------------------------------------------------------------------
+
+// The remap workspace remap_rows() shares between calls. It was a
+// function-local static never freed: the one leak compute-sanitizer's
+// --leak-check full reported for this test.
+void* g_remap_workspace = nullptr;
+size_t g_remap_workspace_bytes = 0;
 
 // Runs kdtree_defrag_remap on rows [row_begin, row_end) of a device table.
 void remap_rows(void* d_table, int32_t table_dtype, int64_t row_begin, int64_t row_end,
@@ -337,15 +355,20 @@ void remap_rows(void* d_table, int32_t table_dtype, int64_t row_begin, int64_t r
   r.error_flag = d_flag;
   size_t bytes = 0;
   KD_OK(kdtree_defrag_remap_workspace_size(&r, &bytes));
-  // The workspace is allocated per call here; an engine keeps one around.
-  static void* workspace = nullptr;
-  static size_t workspace_bytes = 0;
-  if (bytes > workspace_bytes) {
-    if (workspace) CUDA_OK(cudaFree(workspace));
-    CUDA_OK(cudaMalloc(&workspace, bytes));
-    workspace_bytes = bytes;
+  // One workspace, grown on demand and kept across calls like an engine's
+  // (and so across graph capture); main() frees it.
+  if (bytes > g_remap_workspace_bytes) {
+    if (g_remap_workspace) CUDA_OK(cudaFree(g_remap_workspace));
+    CUDA_OK(cudaMalloc(&g_remap_workspace, bytes));
+    g_remap_workspace_bytes = bytes;
   }
-  KD_OK(kdtree_defrag_remap(&r, workspace, workspace_bytes, stream));
+  KD_OK(kdtree_defrag_remap(&r, g_remap_workspace, g_remap_workspace_bytes, stream));
+}
+
+void free_remap_workspace() {
+  if (g_remap_workspace) CUDA_OK(cudaFree(g_remap_workspace));
+  g_remap_workspace = nullptr;
+  g_remap_workspace_bytes = 0;
 }
 
 void test_remap(std::mt19937_64& rng) {
@@ -762,6 +785,7 @@ int main() {
   test_verify_after_relocation(rng);
   test_graph_capture(rng);
   test_sort(rng);
+  free_remap_workspace();
   if (g_failures) {
     std::printf("test_defrag: %d check(s) FAILED\n", g_failures);
     return 1;
