@@ -87,6 +87,10 @@ verify_contiguous_kernel(const kdtree_verify_contiguous_params p) {
 
     float score[kTileKeys];
     float tile_max = merge_math::negative_infinity<float>();
+    // Both loops over the tile fully unrolled: score[] must stay in registers
+    // (sm_120's ptxas otherwise kept the mask switch loop rolled and put
+    // score[] in a 64-byte stack frame). Same operations in the same order.
+#pragma unroll
     for (int r = 0; r < kTileKeys; ++r) {
       float dot = 0.0f;
       for (int k = 0; k < kScorePerLane; ++k) dot = fmaf(q[k], tile[r][lane + 32 * k], dot);
@@ -104,6 +108,7 @@ verify_contiguous_kernel(const kdtree_verify_contiguous_params p) {
     const float rescale = merge_math::running_max_raise(state, tile_max);
     state.sum *= rescale;
     for (int k = 0; k < kValuePerLane; ++k) acc[k] *= rescale;
+#pragma unroll
     for (int r = 0; r < kTileKeys; ++r) {
       const float weight = merge_math::scaled_exp(score[r], state.max);
       state.sum = fmaf(weight, 1.0f, state.sum);  // same rounding as the value columns

@@ -20,8 +20,9 @@ enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
 template <int BlockM, int BlockN, int QkN, bool TwoQkChains>
 struct TileConfig {
   static constexpr int kBlockM = BlockM;
-  // QK accumulates even and odd k-steps separately (two mma chains of 18):
-  // faster where the registers allow it without spilling.
+  // QK accumulates even and odd k-steps separately (two mma chains of 18).
+  // Off everywhere: measured 9% slower on the H200 (docs/perf_notes.md v3);
+  // the QK loop is not bound by the mma chain latency.
   static constexpr bool kTwoQkChains = TwoQkChains;
   static constexpr int kBlockN = BlockN;
   static constexpr int kQkN = QkN;
@@ -62,11 +63,11 @@ struct TileConfig {
 #define KDTREE_LARGE_QK_KEYS 16
 #endif
 #ifndef KDTREE_LARGE_TWO_QK_CHAINS
-#define KDTREE_LARGE_TWO_QK_CHAINS 1
+#define KDTREE_LARGE_TWO_QK_CHAINS 0
 #endif
 using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS, KDTREE_LARGE_TWO_QK_CHAINS>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
-using MediumConfig = TileConfig<64, 32, 16, true>;
+using MediumConfig = TileConfig<64, 32, 16, false>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
 using SmallConfig = TileConfig<32, 16, 16, false>;
 
