@@ -173,12 +173,12 @@ KDTREE_API kdtree_status kdtree_device_supported(int32_t device, int32_t* ok);
  */
 typedef struct kdtree_verify_paged_params {
   uint32_t struct_size;    /* sizeof(kdtree_verify_paged_params)             */
-  int32_t batch_size;      /* B >= 0; 0 is a successful no-op                 */
+  int32_t batch_size;      /* B in 0..65535; 0 is a successful no-op          */
   int32_t num_heads;       /* H in 1..128                                    */
   int32_t head_dim_latent; /* D_L = 512 (also the value dim)                 */
   int32_t head_dim_rope;   /* D_R = 64                                       */
   int32_t max_q_len;       /* host bound on every q_len_b, 1..128; sizes grid */
-  int64_t total_q;         /* rows of q / out / lse; qo_indptr[B] <= total_q  */
+  int64_t total_q;         /* rows of q / out / lse (< 2^31); qo_indptr[B] <= it */
   int64_t max_kv_len;      /* host hint: max prefix_b + q_len_b (splits)     */
   int32_t num_splits;      /* split-K factor; 0 = pick from max_kv_len + SMs */
   float sm_scale;          /* softmax scale applied to q.k                    */

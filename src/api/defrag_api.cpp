@@ -54,6 +54,7 @@ void validate_remap_shape(const Checker& c, const kdtree_defrag_remap_params* p)
   c.at_least(p->rows, 0, "rows");
   c.at_least(p->cols, 0, "cols");
   c.at_least(p->num_slots, 0, "num_slots");
+  c.in_range(p->num_slots, 0, int64_t(1) << 31, "num_slots");  // the slot map is int32
   c.at_least(p->max_moves, 0, "max_moves");
   check_index_dtype(c, p->index_dtype, "index_dtype");
   c.zero(p->reserved0, "reserved0");

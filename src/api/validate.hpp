@@ -17,6 +17,7 @@ namespace kdtree::api {
 inline constexpr int32_t kMaxSplits = 128;
 // Head-count and draft-length bounds the verify kernels are built for.
 inline constexpr int32_t kMaxHeads = 128;
+inline constexpr int32_t kMaxBatch = 65535;  // verify grid.z
 inline constexpr int32_t kMaxQLen = 128;
 // The only (latent, rope) head-dim pair built.
 inline constexpr int32_t kHeadDimLatent = 512;

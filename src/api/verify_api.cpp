@@ -38,11 +38,13 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   c.struct_size(p->struct_size, sizeof(kdtree_verify_paged_params), "kdtree_verify_paged_params");
   c.at_least(p->batch_size, 0, "batch_size");
   if (p->batch_size == 0) return false;
+  c.built_range(p->batch_size, 1, kMaxBatch, "batch_size");  // one grid dimension per request
 
   c.built_range(p->num_heads, 1, kMaxHeads, "num_heads");
   check_head_dims(c, p->head_dim_latent, p->head_dim_rope);
   c.built_range(p->max_q_len, 1, kMaxQLen, "max_q_len");
   c.at_least(p->total_q, 0, "total_q");
+  c.in_range(p->total_q, 0, INT32_MAX, "total_q");  // qo_indptr is int32
   c.at_least(p->max_kv_len, 0, "max_kv_len");
   c.in_range(p->num_splits, 0, kMaxSplits, "num_splits");
   c.finite(p->sm_scale, "sm_scale");

@@ -123,6 +123,8 @@ static void remap_rules(void** state) {
   CASE(p->rows = -1, KDTREE_ERROR_INVALID_ARGUMENT, "rows = -1 is less than 0");
   CASE(p->cols = -1, KDTREE_ERROR_INVALID_ARGUMENT, "cols = -1 is less than 0");
   CASE(p->num_slots = -1, KDTREE_ERROR_INVALID_ARGUMENT, "num_slots = -1 is less than 0");
+  CASE(p->num_slots = (INT64_C(1) << 31) + 1, KDTREE_ERROR_INVALID_ARGUMENT,
+       "num_slots = 2147483649 is out of range [0, 2147483648]");
   CASE(p->max_moves = -1, KDTREE_ERROR_INVALID_ARGUMENT, "max_moves = -1 is less than 0");
   CASE(p->table = NULL, KDTREE_ERROR_INVALID_ARGUMENT, "table is NULL");
   CASE(p->dst_slots = NULL, KDTREE_ERROR_INVALID_ARGUMENT, "dst_slots is NULL");

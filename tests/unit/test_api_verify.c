@@ -82,6 +82,8 @@ typedef struct {
   static void name(kdtree_verify_paged_params* p) { body; }
 
 MUTATE(batch_negative, p->batch_size = -1)
+MUTATE(batch_65536, p->batch_size = 65536)
+MUTATE(total_q_2_31, p->total_q = INT64_C(1) << 31)
 MUTATE(heads_zero, p->num_heads = 0)
 MUTATE(heads_129, p->num_heads = 129)
 MUTATE(dims_128, p->head_dim_latent = 128)
@@ -125,7 +127,7 @@ MUTATE(out_rows_overlap, p->out_stride_token = DL; p->out_stride_head = DL)
 MUTATE(kv_rows_overlap, p->kv_stride_slot = 512)
 MUTATE(tail_rows_overlap, p->tail_source = KDTREE_TAIL_FROM_EXTEND; p->tail_kv = tail_buf; p->tail_kv_stride = 8)
 MUTATE(kv_offsets_overflow, p->num_slots = INT64_MAX / 100)
-MUTATE(q_offsets_overflow, p->total_q = INT64_MAX / 1000; p->q_stride_token = 2000)
+MUTATE(q_offsets_overflow, p->total_q = INT32_MAX; p->q_stride_token = INT64_MAX / 1000)
 MUTATE(q_misaligned, p->q = q_buf + 1)
 MUTATE(q_stride_head_misaligned, p->q_stride_head = 580; p->q_stride_token = 2 * 580)
 MUTATE(q_stride_token_misaligned, p->q_stride_token = 2 * D + 4)
@@ -143,6 +145,8 @@ MUTATE(flag_misaligned, p->error_flag = (int32_t*)((char*)lse_buf + 2))
 
 static const Rule rules[] = {
     {batch_negative, KDTREE_ERROR_INVALID_ARGUMENT, "batch_size = -1 is less than 0"},
+    {batch_65536, KDTREE_ERROR_UNSUPPORTED, "batch_size = 65536 is out of range [1, 65535]"},
+    {total_q_2_31, KDTREE_ERROR_INVALID_ARGUMENT, "total_q = 2147483648 is out of range [0, 2147483647]"},
     {heads_zero, KDTREE_ERROR_INVALID_ARGUMENT, "num_heads = 0 is out of range [1, 128]"},
     {heads_129, KDTREE_ERROR_UNSUPPORTED, "num_heads = 129 is out of range [1, 128]"},
     {dims_128, KDTREE_ERROR_UNSUPPORTED,
