@@ -55,6 +55,7 @@ struct TileConfig {
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
   static_assert(kQkWarps <= kWarps, "QK warps are a subset of the block");
+  static_assert(kKeySlices <= 4, "a row group's 4 warps cover its key slices");
 };
 
 // sm_90 (227 KB opt-in): 64 rows x 64 keys; QK on all 8 warps (16 keys each:

@@ -236,11 +236,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, c = lane % 4;
-    const int row_group = warp % Cfg::kRowGroups;
-    const bool is_qk_warp = warp < Cfg::kQkWarps;
-    const int key_slice = warp / Cfg::kRowGroups;  // QK warps only
-    const int dim_quarter = warp / Cfg::kRowGroups;
+    // A row group is 4 consecutive warps (one per SM sub-partition) owning 32
+    // rows: its softmax and P V only wait for each other (named barrier), so
+    // one group's barriers overlap the other group's MMA.
+    const int row_group = warp / 4;
+    const int key_slice = warp % 4;  // QK warps only
+    const int dim_quarter = warp % 4;
+    const bool is_qk_warp = key_slice < Cfg::kKeySlices;
     const int warp_row0 = row_group * 32;
+    const auto group_sync = [row_group]() { named_barrier_sync(1 + row_group, 128); };
 
     // Token index of each accumulator row this thread holds (-1: past the request).
     int row_token[2][2];
@@ -363,7 +367,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
             if (c == 0) blk.red_max()[key_slice * kBlockM + warp_row0 + mt * 16 + g + 8 * half] = mx;
           }
       }
-      __syncthreads();
+      group_sync();
       if (is_qk_warp) {
         // ---- 2. online softmax, P and alpha to shared memory ----
         T* p_tile = blk.p_tile();
@@ -398,7 +402,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
         any_rescale = __any_sync(0xffffffffu, any_rescale);
         if (key_slice == 0 && lane == 0) blk.rescale_flag()[row_group] = any_rescale;
       }
-      __syncthreads();
+      group_sync();
       // ---- 3. O = alpha * O + P V ----
       if (blk.rescale_flag()[row_group]) {
 #pragma unroll
@@ -456,7 +460,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
           if (key_slice == 0 && c == 0) blk.row_max()[row] = m_run[mt][half];
         }
       }
-    __syncthreads();
+    group_sync();
 
     const bool direct = a.num_splits == 1;
 #pragma unroll
