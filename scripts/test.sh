@@ -4,10 +4,15 @@
 # (exit 77) and everything else runs.
 #   KDTREE_CUDA_ARCHITECTURES="90"   build only these SMs (default: all five)
 #   CTEST_ARGS="-L cpu"              extra ctest arguments
+#   KDTREE_SANITIZE_HOST=1           then also scripts/sanitize_host.sh (host code
+#                                    and CPU tests under ASan + UBSan; .ci/run sets it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=${BUILD_DIR:-build}
 start=$(date +%s)
 scripts/build_nvcc.sh
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" ${CTEST_ARGS:-}
+if [ "${KDTREE_SANITIZE_HOST:-0}" = 1 ]; then
+  scripts/sanitize_host.sh
+fi
 echo "scripts/test.sh: $(( $(date +%s) - start )) s"
