@@ -1,10 +1,13 @@
 """kdtree_kernels.sglang.verify_extend_mla on inputs built the way SGLang's Triton
 backend builds them for a target-verify forward of an MLA model, against the
-library's CPU reference (and SGLang's own extend_attention_fwd when importable).
-Needs torch with CUDA; skipped otherwise.
+library's CPU reference (and SGLang's own extend_attention_fwd when importable:
+an installed sglang, or a wheel carried as .whl/sglang-*.whl, loaded by the
+benchmark's loader in bench/peers.py). Needs torch with CUDA; skipped otherwise.
 """
 
 import inspect
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +21,24 @@ from kdtree_kernels.sglang import verify_extend_mla  # noqa: E402
 
 D, DL = 576, 512
 TOLERANCE = 5e-3
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sglang_extend_attention_fwd():
+    """SGLang's Triton extend_attention_fwd, loaded as the benchmark loads it
+    (bench/peers.py): the installed package, else the carried wheel with only
+    the kernel file imported and sglang.srt.utils / environ stubbed (the real
+    ones pull in the whole serving stack). Skips the test when neither works."""
+    bench = str(REPO / "bench")
+    sys.path.insert(0, bench)
+    try:
+        from peers import load_sglang_extend_attention
+    finally:
+        sys.path.remove(bench)
+    extend_attention_fwd, how = load_sglang_extend_attention()
+    if extend_attention_fwd is None:
+        pytest.skip(f"SGLang's extend_attention_fwd: {how}")
+    return extend_attention_fwd
 
 
 def random_tree(gen, n):
@@ -154,7 +175,7 @@ def test_cuda_graph_replay_with_new_lengths():
 
 
 def test_matches_sglang_extend_attention_fwd():
-    extend = pytest.importorskip("sglang.srt.layers.attention.triton_ops.extend_attention")
+    extend_attention_fwd = sglang_extend_attention_fwd()
     inp = sglang_target_verify_inputs([129, 2048], 8, 16, seed=5)
     sm_scale = D ** -0.5
     q = inp["q_extend"]
@@ -165,8 +186,8 @@ def test_matches_sglang_extend_attention_fwd():
               kv_indptr=inp["kv_indptr"], kv_indices=inp["kv_indices"],
               custom_mask=inp["custom_mask"], is_causal=True, mask_indptr=inp["mask_indptr"],
               max_len_extend=8, sm_scale=sm_scale, k_scale=1.0, v_scale=1.0)
-    params = inspect.signature(extend.extend_attention_fwd).parameters
-    extend.extend_attention_fwd(**{k: v for k, v in kw.items() if k in params})
+    params = inspect.signature(extend_attention_fwd).parameters
+    extend_attention_fwd(**{k: v for k, v in kw.items() if k in params})
     ours = verify_extend_mla(**inp, sm_scale=sm_scale)
     torch.cuda.synchronize()
     assert relative_error(ours, o_triton) <= TOLERANCE
