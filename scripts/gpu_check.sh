@@ -3,7 +3,10 @@
 # no cmocka, no internet). Builds build-gpu for sm_90, runs the gpu and cpu
 # tests, compute-sanitizer over every GPU test executable, and bench/bench.py
 # when present. Logs go to $OUT (few files: summary, build, ctest, sanitizer,
-# bench); a short table is printed last.
+# bench); a short table is printed last: test counts, each python test's
+# pytest outcome with its skip reasons, where SGLang's kernel comes from, the
+# sanitizer totals and the first error of each executable that had one
+# (sanitizer.log keeps every error block, up to 30 lines each).
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200)
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
@@ -45,6 +48,18 @@ note "build-gpu: $([ $build_ok = 1 ] && echo ok || echo FAILED) in $(( $(date +%
 grep -E "Registers are spilled|error" "$OUT/build.log" | sort -u | head -20 >> "$summary"
 if [ $build_ok = 0 ]; then tail -60 "$OUT/build.log"; exit 1; fi
 
+# SGLang's Triton extend_attention_fwd for test_sglang_adapter.py and the
+# benchmark: an installed sglang, else the carried .whl/sglang-*.whl, which
+# bench/peers.py unzips (kernel files only) and imports with stubs.
+wheel=$(ls .whl/sglang-*.whl 2>/dev/null | tail -1)
+if python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('sglang') is None)" 2>/dev/null; then
+  sglang_note="sglang: installed package"
+elif [ -n "$wheel" ]; then
+  sglang_note="sglang: $wheel (loaded by bench/peers.py)"
+else
+  sglang_note="sglang: none (no .whl/sglang-*.whl): the SGLang comparison test skips"
+fi
+
 ctest_counts() {  # <log> -> "passed/failed/skipped"
   local log=$1
   local total failed skipped
@@ -54,12 +69,42 @@ ctest_counts() {  # <log> -> "passed/failed/skipped"
   echo "$(( total - failed - skipped )) passed, $failed failed, $skipped skipped"
 }
 
+# Each python test's pytest outcome, from ctest's full log of the last run:
+# its counts line, then its skip / failure lines (pytest -rs gives reasons).
+python_outcomes() {  # <LastTest.log>
+  awk '
+    /^[0-9]+\/[0-9]+ Test: python\./ { name = $3; reasons = ""; counts = ""; next }
+    name == "" { next }
+    /^(SKIPPED|FAILED|ERROR|XFAIL|XPASS) / { reasons = reasons "\n    " $0; next }
+    / in [0-9.]+s/ && /[0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed|deselected)/ {
+      counts = $0; gsub(/^=+ | =+$/, "", counts); next }
+    /^<end of output>/ {
+      printf "%s: %s%s\n", name, counts == "" ? "no pytest summary (see ctest.log)" : counts, reasons
+      name = "" }
+  ' "$1"
+}
+
+# compute-sanitizer's report, kept readable: every "=========" line except the
+# banner, at most 30 lines per error block (a block starts at an unindented
+# message: Invalid ..., Leaked ..., Program hit ..., Race ...) and 20 blocks
+# per executable; the SUMMARY lines always.
+sanitizer_blocks() {  # <raw compute-sanitizer output>
+  awk '
+    !/^=========/ || /^========= COMPUTE-SANITIZER/ { next }
+    /^========= [A-Z ]*SUMMARY/ { print; next }
+    /^========= [^ ]/ { blocks++; lines = 0
+                        if (blocks == 21) print "========= (further error blocks left out)" }
+    blocks <= 20 && lines++ < 30 { print }
+  ' "$1"
+}
+
 filter=()
 [ -n "${GPU_TEST_FILTER:-}" ] && filter=(-R "$GPU_TEST_FILTER")
 ctest --test-dir build-gpu -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 > "$OUT/ctest.log" 2>&1
 gpu_result="gpu tests: $(ctest_counts "$OUT/ctest.log")"
 ctest --test-dir build-gpu -L cpu --output-on-failure -j8 --timeout 600 > "$OUT/ctest_cpu.log" 2>&1
 cpu_result="cpu tests: $(ctest_counts "$OUT/ctest_cpu.log")"
+python_result=$(python_outcomes build-gpu/Testing/Temporary/LastTest.log)
 cat "$OUT/ctest_cpu.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_cpu.log"
 build-gpu/kdtree-info >> "$summary" 2>&1 || note "kdtree-info: FAILED"
 
@@ -77,6 +122,7 @@ fi
 
 # compute-sanitizer over each GPU test executable.
 sanitizer_rows=()
+sanitizer_failures=()
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   tools=(memcheck)
   [ "${FULL_SANITIZE:-0}" = 1 ] && tools+=(racecheck initcheck synccheck)
@@ -92,12 +138,19 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
       timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
         > "$OUT/sanitizer.tmp" 2>&1
       rc=$?
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Uninitialized|Race|Barrier)" \
-        "$OUT/sanitizer.tmp" | head -40 >> "$OUT/sanitizer.log"
+      sanitizer_blocks "$OUT/sanitizer.tmp" >> "$OUT/sanitizer.log"
       n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitizer.tmp" | awk '{s+=$3} END {print s+0}')
       [ "$rc" = 99 ] && [ "$n" = 0 ] && n=1
       [ "$rc" = 124 ] && echo "timed out after ${SANITIZE_TIMEOUT:-300} s" >> "$OUT/sanitizer.log"
+      if [ "$rc" != 0 ] && [ "$rc" != 99 ] && [ "$rc" != 124 ]; then  # the test itself failed
+        echo "--- last lines of the program's own output:" >> "$OUT/sanitizer.log"
+        grep -v "^=========" "$OUT/sanitizer.tmp" | tail -15 >> "$OUT/sanitizer.log"
+      fi
       echo "exit $rc, $n errors" >> "$OUT/sanitizer.log"
+      if [ "$n" != 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 99 ]; }; then
+        first=$(grep -E "^========= [^ ]" "$OUT/sanitizer.tmp" | grep -v "COMPUTE-SANITIZER\|SUMMARY" | head -1 | cut -c11-160)
+        sanitizer_failures+=("$tool $(basename "$exe"): exit $rc, $n errors${first:+: $first}")
+      fi
       errors=$(( errors + n )); runs=$(( runs + 1 ))
     done
     sanitizer_rows+=("$(printf '%-10s %3d executables %5d errors' "$tool" "$runs" "$errors")")
@@ -123,7 +176,10 @@ fi
   echo "$gpu_result"
   echo "$cpu_result"
   [ -n "$sm120_result" ] && echo "$sm120_result"
+  echo "$python_result"
+  echo "$sglang_note"
   for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done
+  for row in "${sanitizer_failures[@]}"; do echo "  $row (sanitizer.log)"; done
   [ -n "$bench_result" ] && echo "$bench_result"
   grep -E "FAILED|Failed|Exception|Timeout" "$OUT/ctest.log" | grep -E "^ *[0-9]+/" | head -20
 } | tee -a "$summary"
