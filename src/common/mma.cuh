@@ -28,9 +28,11 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Barrier `id` (1..15; 0 is __syncthreads) over `threads` threads of the block.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// Barrier kId (1..15; 0 is __syncthreads) over kThreads threads of the block.
+// Immediate ids let ptxas reserve only the barriers the kernel names.
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {

@@ -22,6 +22,13 @@ int block_rows(TileConfigId config) {
     default: return SmallConfig::kBlockM;
   }
 }
+int blocks_per_sm(TileConfigId config) {
+  switch (config) {
+    case TileConfigId::kLarge: return LargeConfig::kBlocksPerSm;
+    case TileConfigId::kMedium: return MediumConfig::kBlocksPerSm;
+    default: return SmallConfig::kBlocksPerSm;
+  }
+}
 int block_keys(TileConfigId config) {
   switch (config) {
     case TileConfigId::kLarge: return LargeConfig::kBlockN;
@@ -39,8 +46,8 @@ size_t partial_lse_bytes(const kdtree_verify_paged_params& p, int splits) {
 
 }  // namespace
 
-// One wave: as many splits as keep batch x m_tiles x splits within the SMs
-// (the kernel holds one block per SM), never splits shorter than a few tiles.
+// One wave: as many splits as keep batch x m_tiles x splits within the
+// resident blocks (kBlocksPerSm per SM), never splits shorter than a few tiles.
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3);
   Plan plan;
@@ -49,7 +56,7 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   } else {
     const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + block_rows(config) - 1) / block_rows(config);
     const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
-    const int64_t by_sms = std::max<int64_t>(1, dev.sm_count / blocks);
+    const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * blocks_per_sm(config) / blocks);
     const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * block_keys(config)));
     plan.num_splits = static_cast<int>(std::min<int64_t>({by_sms, by_len, kMaxAutoSplits}));
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "verify/verify_paged_args.cuh"
 
@@ -17,9 +18,11 @@ namespace kdtree::verify {
 
 enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
 
-template <int BlockM, int BlockN, int QkN, bool TwoQkChains>
+template <int BlockM, int BlockN, int QkN, bool TwoQkChains, int BlocksPerSm = 1>
 struct TileConfig {
   static constexpr int kBlockM = BlockM;
+  // Blocks resident per SM (launch bounds; the split heuristic fills them).
+  static constexpr int kBlocksPerSm = BlocksPerSm;
   // QK accumulates even and odd k-steps separately (two mma chains of 18).
   // Off everywhere: measured 9% slower on the H200 (docs/perf_notes.md v3);
   // the QK loop is not bound by the mma chain latency.
@@ -58,21 +61,34 @@ struct TileConfig {
   static_assert(kKeySlices <= 4, "a row group's 4 warps cover its key slices");
 };
 
-// sm_90 (227 KB opt-in): 64 rows x 64 keys; QK on all 8 warps (16 keys each:
-// measured 1.35x faster than 4 QK warps of 32 keys, docs/perf_notes.md).
+// sm_90 (227 KB opt-in): 64 rows x 64 keys, one block per SM; QK on all 8
+// warps (16 keys each: measured 1.35x faster than 4 QK warps of 32 keys,
+// docs/perf_notes.md). The KDTREE_LARGE_* switches select variants to measure.
+#ifndef KDTREE_LARGE_BLOCK_M
+#define KDTREE_LARGE_BLOCK_M 64
+#endif
+#ifndef KDTREE_LARGE_BLOCK_N
+#define KDTREE_LARGE_BLOCK_N 64
+#endif
+#ifndef KDTREE_LARGE_BLOCKS_PER_SM
+#define KDTREE_LARGE_BLOCKS_PER_SM 1
+#endif
 #ifndef KDTREE_LARGE_QK_KEYS
 #define KDTREE_LARGE_QK_KEYS 16
 #endif
 #ifndef KDTREE_LARGE_TWO_QK_CHAINS
 #define KDTREE_LARGE_TWO_QK_CHAINS 0
 #endif
-using LargeConfig = TileConfig<64, 64, KDTREE_LARGE_QK_KEYS, KDTREE_LARGE_TWO_QK_CHAINS>;
+using LargeConfig = TileConfig<KDTREE_LARGE_BLOCK_M, KDTREE_LARGE_BLOCK_N, KDTREE_LARGE_QK_KEYS,
+                               KDTREE_LARGE_TWO_QK_CHAINS, KDTREE_LARGE_BLOCKS_PER_SM>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16, false>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
 using SmallConfig = TileConfig<32, 16, 16, false>;
 
-static_assert(LargeConfig::kSmemBytes <= 232448, "sm_90 opt-in shared memory");
+static_assert(LargeConfig::kSmemBytes <= 232448 &&
+                  LargeConfig::kBlocksPerSm * (LargeConfig::kSmemBytes + 1024) <= 233472,
+              "sm_90 opt-in shared memory");
 static_assert(MediumConfig::kSmemBytes <= 166912, "sm_80 opt-in shared memory");
 static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared memory");
 
@@ -87,9 +103,9 @@ static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared mem
 // does not fit the large or medium config's registers without spilling.
 template <class Cfg, bool kKvFp8>
 __host__ __device__ constexpr bool config_built_for(int arch) {
-  if constexpr (Cfg::kBlockM == LargeConfig::kBlockM && Cfg::kBlockN == LargeConfig::kBlockN) {
+  if constexpr (std::is_same<Cfg, LargeConfig>::value) {
     return !kKvFp8 && arch >= 900 && arch < 1200 && !KDTREE_FORCE_SM120_CONFIG;
-  } else if constexpr (Cfg::kBlockN == MediumConfig::kBlockN) {
+  } else if constexpr (std::is_same<Cfg, MediumConfig>::value) {
     return !kKvFp8 && arch == 800 && !KDTREE_FORCE_SM120_CONFIG;
   } else {
     return kKvFp8 || (arch >= 860 && arch < 900) || arch >= 1200 || KDTREE_FORCE_SM120_CONFIG;

@@ -211,7 +211,7 @@ struct VerifyBlock {
 };
 
 template <class Cfg, class T, bool kKvFp8>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const PagedArgs a) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged_kernel(const PagedArgs a) {
 #ifdef __CUDA_ARCH__
   if constexpr (!config_built_for<Cfg, kKvFp8>(__CUDA_ARCH__)) {
     return;
@@ -244,7 +244,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) verify_paged_kernel(const Pa
     const int dim_quarter = warp % 4;
     const bool is_qk_warp = key_slice < Cfg::kKeySlices;
     const int warp_row0 = row_group * 32;
-    const auto group_sync = [row_group]() { named_barrier_sync(1 + row_group, 128); };
+    static_assert(Cfg::kRowGroups <= 2, "two named barriers");
+    const auto group_sync = [row_group]() {
+      if (row_group == 0) {
+        named_barrier_sync<1, 128>();
+      } else {
+        named_barrier_sync<2, 128>();
+      }
+    };
 
     // Token index of each accumulator row this thread holds (-1: past the request).
     int row_token[2][2];
