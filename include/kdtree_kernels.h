@@ -85,7 +85,8 @@ enum {
   KDTREE_FLAG_SLOT_OUT_OF_RANGE = 1,  /* a slot index outside [0, num_slots)  */
   KDTREE_FLAG_KV_SHORTER_THAN_Q = 2,  /* kv_len_b < q_len_b, TAIL_FROM_INDICES */
   KDTREE_FLAG_BAD_INDPTR = 4          /* indptr decreasing, q_len_b > max_q_len,
-                                         or rows beyond total_q             */
+                                         rows beyond total_q, or a kv range
+                                         past kv_indptr[B]                  */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -152,6 +153,10 @@ KDTREE_API kdtree_status kdtree_struct_size(const char* struct_name, size_t* siz
 /* Sets every kernel attribute the library needs on `device` (opt-in shared
  * memory) and caches the device's properties. Call it once per device before
  * capturing a graph; entry points call it lazily otherwise. Thread-safe.
+ * It makes `device` current for the call and restores the thread's previous
+ * device: on a thread that never chose one, that restores device 0 and so
+ * creates its context; a rank that owns another GPU should call
+ * cudaSetDevice(device) first. kdtree_device_supported behaves the same.
  * NO_DEVICE, ARCH_NOT_BUILT, INVALID_ARGUMENT (device out of range). */
 KDTREE_API kdtree_status kdtree_prepare(int32_t device);
 /* *ok = 1 when the library has a kernel image for `device`'s architecture and

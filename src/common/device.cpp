@@ -146,7 +146,7 @@ const DeviceInfo& prepared_device(int device, const char* function) {
     // every later call reports it again with its own function name.
     ScopedDevice current(device, function);
     slot.info = probe(device, function);
-    verify::prepare_kernels(slot.info);
+    verify::prepare_kernels(slot.info, function);
     slot.ready.store(true, std::memory_order_release);
   }
   return slot.info;

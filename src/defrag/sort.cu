@@ -5,8 +5,9 @@
 //   [0, keys_bytes)                 a copy of the input keys (CUB sorts
 //                                   out of place: copy -> sort back)
 //   [keys_bytes, + cub_temp_bytes)  CUB temporary storage
-// Keys are sorted as unsigned integers of the same width: slot ids are
-// non-negative, so the order is the same and CUB skips sign twiddling.
+// Keys are sorted as the signed integers they are: slot ids are non-negative,
+// so CUB's sign-bit flip lies above end_bit and changes no order. (Unsigned
+// 32-bit keys make CUB's onesweep kernel spill on sm_120 with CUDA 13.0.)
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -62,20 +63,20 @@ size_t sort_workspace_bytes(int32_t index_dtype, int64_t count, int64_t num_slot
   if (count <= 1) return 0;  // nothing to sort
   const int end_bit = end_bit_for(num_slots);
   if (index_dtype == KDTREE_DTYPE_INT64) {
-    return align_up(static_cast<size_t>(count) * sizeof(uint64_t)) +
-           cub_temp_bytes<uint64_t>(count, end_bit);
+    return align_up(static_cast<size_t>(count) * sizeof(int64_t)) +
+           cub_temp_bytes<int64_t>(count, end_bit);
   }
-  return align_up(static_cast<size_t>(count) * sizeof(uint32_t)) +
-         cub_temp_bytes<uint32_t>(count, end_bit);
+  return align_up(static_cast<size_t>(count) * sizeof(int32_t)) +
+         cub_temp_bytes<int32_t>(count, end_bit);
 }
 
 void launch_sort(void* slots, int32_t index_dtype, int64_t count, int64_t num_slots,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (count <= 1) return;
   if (index_dtype == KDTREE_DTYPE_INT64) {
-    sort_keys(static_cast<uint64_t*>(slots), count, num_slots, workspace, workspace_bytes, stream);
+    sort_keys(static_cast<int64_t*>(slots), count, num_slots, workspace, workspace_bytes, stream);
   } else {
-    sort_keys(static_cast<uint32_t*>(slots), count, num_slots, workspace, workspace_bytes, stream);
+    sort_keys(static_cast<int32_t*>(slots), count, num_slots, workspace, workspace_bytes, stream);
   }
 }
 

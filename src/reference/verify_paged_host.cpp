@@ -11,8 +11,9 @@
 //
 // Rules shared with the device kernels (so flags compare equal):
 //  - a request is skipped, writing nothing and setting BAD_INDPTR, when its
-//    qo or kv range decreases, starts below 0, q_len_b > max_q_len, or
-//    qo_indptr[b+1] > total_q;
+//    qo or kv range decreases, starts below 0, q_len_b > max_q_len,
+//    qo_indptr[b+1] > total_q, or kv_indptr[b+1] > kv_indptr[B] (past the
+//    end of kv_indices);
 //  - TAIL_FROM_INDICES with kv_len_b < q_len_b: rows get out 0 / lse -inf,
 //    KV_SHORTER_THAN_Q is set, no index is read;
 //  - every index of a request with at least one row is range-checked; an
@@ -213,7 +214,7 @@ void verify_paged_host(const kdtree_verify_paged_params& p) {
     int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
     int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
     if (qo_begin < 0 || qo_end < qo_begin || kv_begin < 0 || kv_end < kv_begin ||
-        qo_end - qo_begin > p.max_q_len || qo_end > p.total_q) {
+        qo_end - qo_begin > p.max_q_len || qo_end > p.total_q || kv_end > p.kv_indptr[p.batch_size]) {
       flags |= KDTREE_FLAG_BAD_INDPTR;
       continue;
     }

@@ -23,8 +23,9 @@ struct Plan {
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev);
 
 // Sets kernel attributes (opt-in shared memory) for the current device.
-// Called once per device by kdtree::prepared_device().
-void prepare_kernels(const DeviceInfo& dev);
+// Called once per device by kdtree::prepared_device(); `function` names the
+// entry point that triggered it, for the error message.
+void prepare_kernels(const DeviceInfo& dev, const char* function);
 
 // The production split-K tensor-core verify. `workspace` holds
 // plan.workspace_bytes.

@@ -82,7 +82,9 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
   r.q_len = q1 - q0;
   r.kv_start = k0;
   const int64_t kv_len = static_cast<int64_t>(k1) - k0;
-  r.valid = q0 >= 0 && r.q_len >= 0 && r.q_len <= a.max_q_len && q1 <= a.total_q && k0 >= 0 && kv_len >= 0;
+  // kv_indices holds kv_indptr[B] entries: a range past it is never read.
+  r.valid = q0 >= 0 && r.q_len >= 0 && r.q_len <= a.max_q_len && q1 <= a.total_q && k0 >= 0 && kv_len >= 0 &&
+            k1 <= a.kv_indptr[a.batch_size];
   if (!r.valid) {
     if (report) raise_flag(a.error_flag, KDTREE_FLAG_BAD_INDPTR);
     r.q_len = 0;

@@ -49,6 +49,15 @@ void prepare_tiles(TileConfigId config, const char* function) {
   template void launch_tiles<T, FP8>(const PagedArgs&, TileConfigId, cudaStream_t);                  \
   template void prepare_tiles<T, FP8>(TileConfigId, const char*);
 
+// Each (type, KV storage) pair is compiled once, in its verify_paged_*.cu.
+#define KDTREE_DECLARE_VERIFY_TILES(T, FP8)                                                          \
+  extern template void launch_tiles<T, FP8>(const PagedArgs&, TileConfigId, cudaStream_t);           \
+  extern template void prepare_tiles<T, FP8>(TileConfigId, const char*);
+KDTREE_DECLARE_VERIFY_TILES(__nv_bfloat16, false)
+KDTREE_DECLARE_VERIFY_TILES(__half, false)
+KDTREE_DECLARE_VERIFY_TILES(__nv_bfloat16, true)
+KDTREE_DECLARE_VERIFY_TILES(__half, true)
+
 }  // namespace kdtree::verify
 
 namespace kdtree::verify {

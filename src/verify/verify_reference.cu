@@ -71,7 +71,7 @@ __device__ bool request_is_bad(const kdtree_verify_paged_params& p, int64_t b) {
   int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
   int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
   return qo_begin < 0 || qo_end < qo_begin || kv_begin < 0 || kv_end < kv_begin ||
-         qo_end - qo_begin > p.max_q_len || qo_end > p.total_q;
+         qo_end - qo_begin > p.max_q_len || qo_end > p.total_q || kv_end > p.kv_indptr[p.batch_size];
 }
 
 // The request whose rows contain t: the last b with qo_indptr[b] <= t, or -1.

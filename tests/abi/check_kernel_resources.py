@@ -43,13 +43,8 @@ OPTIN_SMEM_BYTES = {
 # Spills or a stack frame that are known and accepted: (regex on the demangled
 # function name, SMs, why). Keep it to kernels we cannot change.
 ALLOWED = [
-    # CUB's onesweep radix-sort pass for *unsigned* 32-bit keys spills 12 bytes
-    # on sm_120 (CUDA 13.0, Policy1000: 512 threads x 21 keys). Signed keys
-    # (int32_t / int64_t) compile without spills on every SM, so
-    # src/defrag/sort.cu can avoid this; drop the entry when it does (the test
-    # prints a note once the entry no longer matches anything).
-    (r"^void cub::.*DeviceRadixSortOnesweepKernel<cub::.*policy_hub<unsigned int, ", {120},
-     "CUB onesweep, unsigned 32-bit keys, sm_120"),
+    # None today. (CUB's onesweep pass for unsigned 32-bit keys spilled on
+    # sm_120; src/defrag/sort.cu sorts signed keys instead.)
 ]
 
 VERIFY_KERNEL = re.compile(

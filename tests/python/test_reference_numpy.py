@@ -482,6 +482,19 @@ def test_bad_indptr_skips_request(lib):
     assert_close(problem, out[:3], lse[:3], ref_out[:3], ref_lse[:3], 1e-6)
 
 
+def test_kv_range_past_indices_is_bad_indptr(lib):
+    # Found by the fuzzer (ASan heap-buffer-overflow): kv_indptr[1] past
+    # kv_indptr[B] made request 0 read beyond kv_indices.
+    rng, _ = case_rng("kvpastend")
+    problem = Problem(rng, q_lens=[2, 2, 2], prefixes=[10, 10, 10], num_heads=1)
+    ref_out, ref_lse = problem.numpy_reference()
+    problem.kv_indptr[1] = int(problem.kv_indptr[-1]) + 4
+    out, lse, flag = problem.run(lib)
+    assert flag == FLAG_BAD_INDPTR
+    assert np.all(out[:4].view(np.uint8) == 0x5A) and np.all(lse[:4] == 12345.0)
+    assert_close(problem, out[4:], lse[4:], ref_out[4:], ref_lse[4:], 1e-6)
+
+
 # ---------------------------------------------------------------------------
 # Exact (bitwise) cases
 # ---------------------------------------------------------------------------
