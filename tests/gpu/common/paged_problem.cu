@@ -208,13 +208,17 @@ PagedResult PagedProblem::run_host() const {
   PagedResult r;
   r.out.assign(size_t(rows) * spec_.num_heads * kDimLatent, std::nanf(""));
   r.lse.assign(size_t(rows) * spec_.num_heads, std::nanf(""));
-  std::vector<int32_t> narrow(indices_.begin(), indices_.end());
+  // One unread trailing entry: kv_indices is a required pointer even when no
+  // request has a prefix (an empty vector's data() may be NULL).
+  std::vector<int64_t> wide(indices_.begin(), indices_.end());
+  wide.push_back(-1);
+  std::vector<int32_t> narrow(wide.begin(), wide.end());
   kdtree_verify_paged_params p = common_params();
   p.q = q_.data();
   p.kv_cache = kv_cache_.data();
   p.qo_indptr = qo_indptr_.data();
   p.kv_indptr = kv_indptr_.data();
-  p.kv_indices = spec_.index_dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(indices_.data())
+  p.kv_indices = spec_.index_dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(wide.data())
                                                          : static_cast<const void*>(narrow.data());
   p.tail_kv = tail_kv_.data();
   p.mask = mask_.data();
