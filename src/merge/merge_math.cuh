@@ -10,11 +10,7 @@
 
 #include <math.h>
 
-#if defined(__CUDACC__)
-#define KDTREE_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define KDTREE_HOST_DEVICE inline
-#endif
+#include "common/host_device.hpp"
 
 namespace kdtree::merge_math {
 

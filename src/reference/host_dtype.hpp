@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kdtree_kernels.h"
+
 namespace kdtree::host_dtype {
 
 inline uint32_t float_bits(float x) {
@@ -109,6 +111,37 @@ inline uint8_t float_to_fp8_e4m3(float x) {
   if (unbiased < -6) return uint8_t(sign | uint8_t(units));  // subnormal: exp field 0
   uint32_t man = uint32_t(std::ldexp(rounded, -unbiased) * 8.0f) - 8u;
   return uint8_t(sign | uint8_t((unbiased + 7) << 3) | uint8_t(man));
+}
+
+// Element `index` of an array of `dtype` as double (fp8 values times kv_scale).
+inline double load_element(const void* base, int64_t index, int32_t dtype, double kv_scale = 1.0) {
+  switch (dtype) {
+    case KDTREE_DTYPE_F32:
+      return static_cast<const float*>(base)[index];
+    case KDTREE_DTYPE_BF16:
+      return bf16_to_float(static_cast<const uint16_t*>(base)[index]);
+    case KDTREE_DTYPE_F16:
+      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
+    default:  // KDTREE_DTYPE_FP8_E4M3
+      return double(fp8_e4m3_to_float(static_cast<const uint8_t*>(base)[index])) * kv_scale;
+  }
+}
+
+// Stores `value` as `dtype` (F32, BF16 or F16), narrowed through float as a
+// device kernel rounds its fp32 result.
+inline void store_element(void* base, int64_t index, int32_t dtype, double value) {
+  const float f = static_cast<float>(value);
+  switch (dtype) {
+    case KDTREE_DTYPE_F32:
+      static_cast<float*>(base)[index] = f;
+      break;
+    case KDTREE_DTYPE_BF16:
+      static_cast<uint16_t*>(base)[index] = float_to_bf16(f);
+      break;
+    default:  // KDTREE_DTYPE_F16
+      static_cast<uint16_t*>(base)[index] = float_to_f16(f);
+      break;
+  }
 }
 
 }  // namespace kdtree::host_dtype

@@ -13,32 +13,6 @@ namespace {
 
 using namespace kdtree::host_dtype;
 
-double load_state(const void* base, int64_t index, int32_t dtype) {
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      return static_cast<const float*>(base)[index];
-    case KDTREE_DTYPE_BF16:
-      return bf16_to_float(static_cast<const uint16_t*>(base)[index]);
-    default:  // KDTREE_DTYPE_F16
-      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
-  }
-}
-
-void store_out(void* base, int64_t index, int32_t dtype, double value) {
-  float f = static_cast<float>(value);
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      static_cast<float*>(base)[index] = f;
-      break;
-    case KDTREE_DTYPE_BF16:
-      static_cast<uint16_t*>(base)[index] = float_to_bf16(f);
-      break;
-    default:  // KDTREE_DTYPE_F16
-      static_cast<uint16_t*>(base)[index] = float_to_f16(f);
-      break;
-  }
-}
-
 }  // namespace
 
 void merge_states_host(const kdtree_merge_params& p) {
@@ -56,10 +30,10 @@ void merge_states_host(const kdtree_merge_params& p) {
       for (int s = 0; s < p.num_states; ++s) {
         if (weight[s] == 0.0) continue;  // an empty state's out may be anything
         int64_t base = s * p.states_stride_state + t * p.states_stride_token + h * p.states_stride_head;
-        for (int d = 0; d < p.head_dim; ++d) acc[d] += weight[s] * load_state(p.states, base + d, p.states_dtype);
+        for (int d = 0; d < p.head_dim; ++d) acc[d] += weight[s] * load_element(p.states, base + d, p.states_dtype);
       }
       int64_t out_base = t * p.out_stride_token + int64_t(h) * p.out_stride_head;
-      for (int d = 0; d < p.head_dim; ++d) store_out(p.out, out_base + d, p.out_dtype, acc[d]);
+      for (int d = 0; d < p.head_dim; ++d) store_element(p.out, out_base + d, p.out_dtype, acc[d]);
       if (p.lse) p.lse[row] = static_cast<float>(lse);
     }
   }

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tree_mask.hpp"
 #include "merge/merge_math.cuh"
 #include "reference/host_dtype.hpp"
 #include "reference/reference.hpp"
@@ -34,35 +35,6 @@ namespace kdtree::reference {
 namespace {
 
 using namespace kdtree::host_dtype;
-
-double load_element(const void* base, int64_t index, int32_t dtype, double kv_scale) {
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      return static_cast<const float*>(base)[index];
-    case KDTREE_DTYPE_BF16:
-      return bf16_to_float(static_cast<const uint16_t*>(base)[index]);
-    case KDTREE_DTYPE_F16:
-      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
-    default:  // KDTREE_DTYPE_FP8_E4M3
-      return double(fp8_e4m3_to_float(static_cast<const uint8_t*>(base)[index])) * kv_scale;
-  }
-}
-
-void store_element(void* base, int64_t index, int32_t dtype, double value) {
-  // Narrow through float, as a device kernel rounds its fp32 result.
-  float f = static_cast<float>(value);
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      static_cast<float*>(base)[index] = f;
-      break;
-    case KDTREE_DTYPE_BF16:
-      static_cast<uint16_t*>(base)[index] = float_to_bf16(f);
-      break;
-    default:  // KDTREE_DTYPE_F16
-      static_cast<uint16_t*>(base)[index] = float_to_f16(f);
-      break;
-  }
-}
 
 int64_t load_index(const void* indices, int64_t position, int32_t index_dtype) {
   if (index_dtype == KDTREE_DTYPE_INT64) return static_cast<const int64_t*>(indices)[position];
@@ -76,22 +48,6 @@ struct Request {
   int64_t kv_begin = 0;  // into kv_indices
   int64_t prefix = 0;
 };
-
-bool tail_key_visible(const kdtree_verify_paged_params& p, int64_t b, const Request& r, int32_t i,
-                      int32_t j) {
-  switch (p.mask_kind) {
-    case KDTREE_MASK_NONE:
-      return true;
-    case KDTREE_MASK_CAUSAL:
-      return j <= i;
-    case KDTREE_MASK_TREE_DENSE:
-      return p.mask[p.mask_indptr[b] + int64_t(i) * r.q_len + j] != 0;
-    case KDTREE_MASK_TREE_BITS:
-      return (p.mask[p.mask_indptr[b] + int64_t(i) * p.mask_row_bytes + j / 8] >> (j % 8)) & 1;
-    default:  // KDTREE_MASK_SGLANG_FULL
-      return p.mask[p.mask_indptr[b] + int64_t(i) * (r.prefix + r.q_len) + r.prefix + j] != 0;
-  }
-}
 
 // out = acc / sum (0 when no key was visible: sum == 0, acc == 0).
 void write_row(const kdtree_verify_paged_params& p, int64_t t, int32_t h, const double* acc,
@@ -165,7 +121,10 @@ void attend_rows(const kdtree_verify_paged_params& p, int64_t b, const Request& 
     const bool is_tail = int64_t(j) >= r.prefix;
     for (int64_t k = 0; k < pairs; ++k) {
       int32_t i = int32_t((pair_begin + k) / p.num_heads);
-      if (is_tail && !tail_key_visible(p, b, r, i, int32_t(int64_t(j) - r.prefix))) continue;
+      if (is_tail && !tail_key_visible(p.mask_kind, request_mask(p, b), p.mask_row_bytes, r.prefix, r.q_len, i,
+                                       int32_t(int64_t(j) - r.prefix))) {
+        continue;
+      }
       const double* qk = &q[size_t(k) * dim];
       double dot = 0.0;
       for (int d = 0; d < dim_v; ++d) dot += qk[d] * key[d];

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.hpp"
+#include "common/tree_mask.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
 
@@ -39,19 +40,6 @@ __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-
-__device__ bool tail_key_visible(const kdtree_verify_contiguous_params& p, int32_t i, int64_t j) {
-  switch (p.mask_kind) {
-    case KDTREE_MASK_NONE:
-      return true;
-    case KDTREE_MASK_CAUSAL:
-      return j <= i;
-    case KDTREE_MASK_TREE_DENSE:
-      return p.mask[int64_t(i) * p.q_len + j] != 0;
-    default:  // KDTREE_MASK_TREE_BITS
-      return (p.mask[int64_t(i) * p.mask_row_bytes + j / 8] >> (j % 8)) & 1;
-  }
-}
 
 template <class InT, class OutT>
 __global__ void __launch_bounds__(kThreads)
@@ -96,7 +84,9 @@ verify_contiguous_kernel(const kdtree_verify_contiguous_params p) {
       for (int k = 0; k < kScorePerLane; ++k) dot = fmaf(q[k], tile[r][lane + 32 * k], dot);
       for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
       const int64_t row = tile_begin + r;
-      const bool visible = row < p.kv_len && (row < prefix || tail_key_visible(p, i, row - prefix));
+      const bool visible =
+          row < p.kv_len &&
+          (row < prefix || tail_key_visible(p.mask_kind, p.mask, p.mask_row_bytes, prefix, p.q_len, i, int32_t(row - prefix)));
       score[r] = visible ? dot : merge_math::negative_infinity<float>();
       tile_max = fmaxf(tile_max, score[r]);
     }

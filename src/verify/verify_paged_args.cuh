@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/tree_mask.hpp"
 #include "kdtree_kernels.h"
 
 namespace kdtree::verify {
@@ -114,22 +115,6 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
   *begin = b < num_keys ? b : num_keys;
   const int64_t e = b + chunk;
   *end = e < num_keys ? e : num_keys;
-}
-
-// Is tail key j visible to local row i of request b?
-__device__ __forceinline__ bool tail_visible(const PagedArgs& a, int b, const Request& r, int i, int64_t j) {
-  switch (a.mask_kind) {
-    case KDTREE_MASK_NONE:
-      return true;
-    case KDTREE_MASK_CAUSAL:
-      return j <= i;
-    case KDTREE_MASK_TREE_DENSE:
-      return a.mask[a.mask_indptr[b] + static_cast<int64_t>(i) * r.q_len + j] != 0;
-    case KDTREE_MASK_TREE_BITS:
-      return (a.mask[a.mask_indptr[b] + i * a.mask_row_bytes + (j >> 3)] >> (j & 7)) & 1;
-    default:  // KDTREE_MASK_SGLANG_FULL
-      return a.mask[a.mask_indptr[b] + static_cast<int64_t>(i) * (r.prefix + r.q_len) + r.prefix + j] != 0;
-  }
 }
 
 }  // namespace kdtree::verify

@@ -53,32 +53,19 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>(row * (kHeadDim * 2) + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4));
 }
 
-// fp8 e4m3 -> 8 bf16 / f16 values, exactly (e4m3 is a subset of both); the
-// kv_scale is applied to the fp32 logits and outputs instead.
-__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw) {
-  uint32_t words[2] = {raw.x, raw.y};
+// fp8 e4m3 -> 8 values of T (bf16 / f16), exactly (e4m3 is a subset of both);
+// the kv_scale is applied to the fp32 logits and outputs instead.
+template <class T>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 raw) {
+  const uint32_t words[2] = {raw.x, raw.y};
   uint32_t out[4];
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
-      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
-      out[w * 2 + h] = pack2<__nv_bfloat16>(f.x, f.y);
-    }
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
-__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 raw) {
-  uint32_t words[2] = {raw.x, raw.y};
-  uint32_t out[4];
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3);
-      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
-      out[w * 2 + h] = pack2<__half>(f.x, f.y);
+      const float2 f = __half22float2(*reinterpret_cast<__half2*>(&h2));
+      out[w * 2 + h] = pack2<T>(f.x, f.y);
     }
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
@@ -196,13 +183,7 @@ struct VerifyBlock {
 #pragma unroll 1
         for (int c = part; c < kChunks; c += kThreadsPerKey) {
           const uint2 raw = src ? __ldg(reinterpret_cast<const uint2*>(src + c * 8)) : make_uint2(0, 0);
-          uint4 v;
-          if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            v = fp8x8_to_bf16x8(raw);
-          } else {
-            v = fp8x8_to_f16x8(raw);
-          }
-          *reinterpret_cast<uint4*>(tile + swizzle(key, c)) = v;
+          *reinterpret_cast<uint4*>(tile + swizzle(key, c)) = fp8x8_to<T>(raw);
         }
       }
     }
@@ -355,7 +336,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
                 const int token = row_token[mt][e >> 1];
                 bool visible = kk < blk.key_end && !(any_bad && blk.bad_key(stage)[key_local]);
                 if (visible && kk >= req.prefix && token >= 0) {
-                  visible = tail_visible(a, b, req, token, kk - req.prefix);
+                  visible = tail_key_visible(a.mask_kind, request_mask(a, b), a.mask_row_bytes, req.prefix,
+                                             req.q_len, token, int32_t(kk - req.prefix));
                 }
                 if (!visible) v = kNegInf;
               }

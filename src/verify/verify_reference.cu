@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.hpp"
+#include "common/tree_mask.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
 
@@ -85,22 +86,6 @@ __device__ int64_t find_request(const int32_t* qo_indptr, int64_t batch_size, in
   return lo;
 }
 
-__device__ bool tail_key_visible(const kdtree_verify_paged_params& p, int64_t b, int64_t prefix,
-                                 int32_t q_len, int32_t i, int32_t j) {
-  switch (p.mask_kind) {
-    case KDTREE_MASK_NONE:
-      return true;
-    case KDTREE_MASK_CAUSAL:
-      return j <= i;
-    case KDTREE_MASK_TREE_DENSE:
-      return p.mask[p.mask_indptr[b] + int64_t(i) * q_len + j] != 0;
-    case KDTREE_MASK_TREE_BITS:
-      return (p.mask[p.mask_indptr[b] + int64_t(i) * p.mask_row_bytes + j / 8] >> (j % 8)) & 1;
-    default:  // KDTREE_MASK_SGLANG_FULL
-      return p.mask[p.mask_indptr[b] + int64_t(i) * (prefix + q_len) + prefix + j] != 0;
-  }
-}
-
 template <class QT, class KvT, class OutT>
 __global__ void __launch_bounds__(kWarps * 32)
 verify_paged_reference_kernel(const kdtree_verify_paged_params p) {
@@ -157,7 +142,10 @@ verify_paged_reference_kernel(const kdtree_verify_paged_params p) {
     } else {
       key = static_cast<const KvT*>(p.tail_kv) + (qo_begin + (j - prefix)) * p.tail_kv_stride;
     }
-    if (j >= prefix && !tail_key_visible(p, b, prefix, q_len, i, int32_t(j - prefix))) continue;
+    if (j >= prefix &&
+        !tail_key_visible(p.mask_kind, request_mask(p, b), p.mask_row_bytes, prefix, q_len, i, int32_t(j - prefix))) {
+      continue;
+    }
 
     float dot = 0.0f;
     for (int k = 0; k < kScorePerLane; ++k) dot = fmaf(q[k], to_float(key[lane + 32 * k]) * kv_scale, dot);
