@@ -133,7 +133,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
       [ -x "$exe" ] || continue
       if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
       extra=()
-      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      [ "$tool" = memcheck ] && extra=(--leak-check full --padding 64)
       echo "=== $tool $exe" >> "$OUT/sanitizer.log"
       timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
         > "$OUT/sanitizer.tmp" 2>&1
