@@ -20,6 +20,8 @@ bool validate_merge(const Checker& c, const kdtree_merge_params* p, bool device)
 
   c.at_least(p->num_states, 1, "num_states");
   c.at_least(p->num_heads, 1, "num_heads");
+  c.built_range(p->num_tokens, 1, INT32_MAX, "num_tokens");  // grid.x
+  c.built_range(p->num_heads, 1, 65535, "num_heads");        // grid.y
   c.built_range(p->head_dim, 1, kMaxMergeHeadDim, "head_dim");
   if (p->head_dim % 8 != 0) {
     c.fail(KDTREE_ERROR_UNSUPPORTED,

@@ -66,6 +66,7 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   c.enum_in(p->mask_kind, KDTREE_MASK_NONE, KDTREE_MASK_SGLANG_FULL, "mask_kind");
   if (p->mask_kind == KDTREE_MASK_TREE_BITS) {
     c.at_least(p->mask_row_bytes, (p->max_q_len + 7) / 8, "mask_row_bytes");
+    c.product(p->max_q_len, p->mask_row_bytes, "max_q_len * mask_row_bytes (TREE_BITS offsets)");
   }
   c.zero(p->reserved0, "reserved0");
   c.zero(p->reserved1, "reserved1");

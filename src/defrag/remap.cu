@@ -14,7 +14,7 @@
 //                   written, so a table can be remapped in pieces (rows
 //                   split between calls) and a value outside the pool is
 //                   left alone.
-// The map is int32: num_slots < 2^31 (checked by the API layer).
+// The map is int32: num_slots <= 2^31 (checked by the API layer).
 #include <cuda_runtime.h>
 
 #include <algorithm>

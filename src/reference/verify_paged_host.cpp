@@ -11,9 +11,8 @@
 //
 // Rules shared with the device kernels (so flags compare equal):
 //  - a request is skipped, writing nothing and setting BAD_INDPTR, when its
-//    qo or kv range decreases, starts below 0, q_len_b > max_q_len,
-//    qo_indptr[b+1] > total_q, or kv_indptr[b+1] > kv_indptr[B] (past the
-//    end of kv_indices);
+//    ranges break request_ranges_ok or its mask bytes lie outside
+//    [0, mask_indptr[B]) (src/common/request_rules.hpp);
 //  - TAIL_FROM_INDICES with kv_len_b < q_len_b: rows get out 0 / lse -inf,
 //    KV_SHORTER_THAN_Q is set, no index is read;
 //  - every index of a request with at least one row is range-checked; an
@@ -26,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/tree_mask.hpp"
+#include "common/request_rules.hpp"
 #include "merge/merge_math.cuh"
 #include "reference/host_dtype.hpp"
 #include "reference/reference.hpp"
@@ -170,13 +169,12 @@ void attend_request(const kdtree_verify_paged_params& p, int64_t b, const Reques
 void verify_paged_host(const kdtree_verify_paged_params& p) {
   int32_t flags = 0;
   for (int64_t b = 0; b < p.batch_size; ++b) {
-    int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
-    int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
-    if (qo_begin < 0 || qo_end < qo_begin || kv_begin < 0 || kv_end < kv_begin ||
-        qo_end - qo_begin > p.max_q_len || qo_end > p.total_q || kv_end > p.kv_indptr[p.batch_size]) {
+    if (!request_ranges_ok(p, b)) {
       flags |= KDTREE_FLAG_BAD_INDPTR;
       continue;
     }
+    const int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
+    const int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
     Request r;
     r.qo_begin = qo_begin;
     r.q_len = int32_t(qo_end - qo_begin);
@@ -192,6 +190,10 @@ void verify_paged_host(const kdtree_verify_paged_params& p) {
       r.prefix = kv_len - r.q_len;
     } else {
       r.prefix = kv_len;
+    }
+    if (!request_mask_in_bounds(p, b, r.prefix, r.q_len)) {
+      flags |= KDTREE_FLAG_BAD_INDPTR;
+      continue;
     }
     std::vector<const void*> keys = request_keys(p, r, kv_len, &flags);
     attend_request(p, b, r, keys);

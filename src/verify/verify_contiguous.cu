@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.hpp"
-#include "common/tree_mask.hpp"
+#include "common/request_rules.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
 

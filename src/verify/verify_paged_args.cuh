@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "common/tree_mask.hpp"
+#include "common/request_rules.hpp"
 #include "kdtree_kernels.h"
 
 namespace kdtree::verify {
@@ -58,7 +58,8 @@ struct PagedArgs {
 };
 
 // One request's bounds as read from the device-resident indptrs. A request
-// whose indptrs are inconsistent is skipped (valid = false) and flagged; a
+// whose indptrs are inconsistent, or whose mask bytes would lie outside
+// [0, mask_indptr[B]), is skipped (valid = false) and flagged; a
 // TAIL_FROM_INDICES request with kv_len < q_len keeps its rows (they get
 // out 0, lse -inf) but sees no key.
 struct Request {
@@ -83,9 +84,7 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
   r.q_len = q1 - q0;
   r.kv_start = k0;
   const int64_t kv_len = static_cast<int64_t>(k1) - k0;
-  // kv_indices holds kv_indptr[B] entries: a range past it is never read.
-  r.valid = q0 >= 0 && r.q_len >= 0 && r.q_len <= a.max_q_len && q1 <= a.total_q && k0 >= 0 && kv_len >= 0 &&
-            k1 <= a.kv_indptr[a.batch_size];
+  r.valid = request_ranges_ok(a, b);
   if (!r.valid) {
     if (report) raise_flag(a.error_flag, KDTREE_FLAG_BAD_INDPTR);
     r.q_len = 0;
@@ -101,6 +100,13 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
   } else {
     r.prefix = kv_len - r.q_len;
     r.num_keys = kv_len;
+  }
+  // The mask's extent is checked once here, so the tile loop reads it unchecked.
+  if (r.num_keys > r.prefix && !request_mask_in_bounds(a, b, r.prefix, r.q_len)) {
+    if (report) raise_flag(a.error_flag, KDTREE_FLAG_BAD_INDPTR);
+    r.valid = false;
+    r.q_len = 0;
+    r.prefix = r.num_keys = 0;
   }
   return r;
 }

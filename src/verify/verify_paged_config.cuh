@@ -59,6 +59,8 @@ struct TileConfig {
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
   static_assert(kQkWarps <= kWarps, "QK warps are a subset of the block");
   static_assert(kKeySlices <= 4, "a row group's 4 warps cover its key slices");
+  static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,
+                "the KV / Q loaders cover the tile in whole passes of 8 threads per row");
 };
 
 // sm_90 (227 KB opt-in): 64 rows x 64 keys, one block per SM; QK on all 8

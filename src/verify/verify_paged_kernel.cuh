@@ -81,14 +81,13 @@ struct VerifyBlock {
 
   const PagedArgs& a;
   unsigned char* smem;
-  int b;
   Request req;
   int rows;       // q_len * H
   int row0;       // first block row
   int64_t key_begin, key_end;
 
-  __device__ VerifyBlock(const PagedArgs& args, unsigned char* s, int batch, const Request& r, int m_tile)
-      : a(args), smem(s), b(batch), req(r), rows(r.q_len * args.num_heads), row0(m_tile * kBlockM) {}
+  __device__ VerifyBlock(const PagedArgs& args, unsigned char* s, const Request& r, int m_tile)
+      : a(args), smem(s), req(r), rows(r.q_len * args.num_heads), row0(m_tile * kBlockM) {}
 
   __device__ uint32_t q_tile() const { return smem_addr(smem); }
   __device__ uint32_t kv_tile(int stage) const {
@@ -210,7 +209,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
     const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
     if (!req.valid) return;
-    Block blk(a, smem, b, req, m_tile);
+    Block blk(a, smem, req, m_tile);
     if (blk.row0 >= blk.rows) return;
     split_range(req.num_keys, a.num_splits, split, kBlockN, &blk.key_begin, &blk.key_end);
     const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kBlockN - 1) / kBlockN);
@@ -234,15 +233,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       }
     };
 
-    // Token index of each accumulator row this thread holds (-1: past the request).
-    int row_token[2][2];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
-        row_token[mt][half] = r < blk.rows ? r / a.num_heads : -1;
-      }
+    // Token index of accumulator row (mt, half) of this thread (-1: past the
+    // request). Recomputed where needed (masked tiles, epilogue) rather than
+    // held in registers across the tile loop.
+    const auto row_token = [&](int mt, int half) {
+      const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
+      return r < blk.rows ? r / a.num_heads : -1;
+    };
 
     float o_acc[2][16][4];
 #pragma unroll
@@ -282,8 +279,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       float s[2][kQkTiles][4];
       if (is_qk_warp) {
         // ---- 1. S = Q K^T over 576 dims ----
-        // Even and odd k-steps may accumulate separately: two independent mma
-        // chains of 18 instead of one of 36 (the chain latency bounds QK).
+        // With Cfg::kTwoQkChains, even and odd k-steps accumulate separately
+        // (two mma chains of 18); off in every config today (perf notes v3).
         float s_odd[2][kQkTiles][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -333,7 +330,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               if (needs_mask) {
                 const int key_local = key_base + nt * 8 + 2 * c + (e & 1);
                 const int64_t kk = k0 + key_local;
-                const int token = row_token[mt][e >> 1];
+                const int token = row_token(mt, e >> 1);
                 bool visible = kk < blk.key_end && !(any_bad && blk.bad_key(stage)[key_local]);
                 if (visible && kk >= req.prefix && token >= 0) {
                   visible = tail_key_visible(a.mask_kind, request_mask(a, b), a.mask_row_bytes, req.prefix,
@@ -456,7 +453,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int token = row_token[mt][half];
+        const int token = row_token(mt, half);
         if (token < 0) continue;
         const int row = warp_row0 + mt * 16 + g + 8 * half;
         const int r = blk.row0 + row;
@@ -468,7 +465,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // fp8 KV was fed to the tensor cores unscaled: kv_scale applies here.
         const float w = blk.row_weight()[row];
         const float div = w > 0.f ? w / a.out_scale : 1.f;
-        const float lse = l > 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
+        // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
+        const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
         const int64_t t = req.q_start + token;
         if (direct) {
           const int64_t base = t * a.out_stride_token + h * a.out_stride_head + dim_quarter * 128 + 2 * c;
@@ -487,7 +485,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           if (a.lse != nullptr && dim_quarter == 0 && c == 0) a.lse[t * a.num_heads + h] = lse;
         } else {
           const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
-          if (l > 0.f) {  // an empty split leaves its out unwritten; the merge never reads it
+          if (l != 0.f) {  // an empty split leaves its out unwritten; the merge never reads it
             float* dst = a.partial_out + state * kLatentDim + dim_quarter * 128 + 2 * c;
 #pragma unroll
             for (int nt = 0; nt < 16; ++nt) {

@@ -1,7 +1,9 @@
 // The split-K reduce of kdtree_verify_paged: merges the num_splits partial
-// states of each (request row, head) into the output, with
-// kdtree_merge_attention_states' math (lse-weighted sum, splits in order, so
-// the result is deterministic for a fixed num_splits).
+// states of each (request row, head) into the output. The math of
+// kdtree_merge_attention_states (out = sum_s exp(lse_s - lse) out_s), written
+// as sum_s w_s out_s / sum_s w_s with w_s = exp(lse_s - max_s lse_s) so that
+// states that are all exactly 1 merge to exactly 1; splits are summed in
+// order, so the result is deterministic for a fixed num_splits.
 //
 // Grid (batch * max_q_len, H), 128 threads: thread k owns latent dims
 // [4k, 4k + 4). Rows past a request's q_len exit at once; a split whose lse is

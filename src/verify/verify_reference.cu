@@ -23,7 +23,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.hpp"
-#include "common/tree_mask.hpp"
+#include "common/request_rules.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
 
@@ -69,10 +69,12 @@ __device__ int64_t load_index(const void* indices, int64_t position, int32_t ind
 }
 
 __device__ bool request_is_bad(const kdtree_verify_paged_params& p, int64_t b) {
-  int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
-  int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
-  return qo_begin < 0 || qo_end < qo_begin || kv_begin < 0 || kv_end < kv_begin ||
-         qo_end - qo_begin > p.max_q_len || qo_end > p.total_q || kv_end > p.kv_indptr[p.batch_size];
+  if (!request_ranges_ok(p, b)) return true;
+  const int64_t q_len = p.qo_indptr[b + 1] - p.qo_indptr[b];
+  const int64_t kv_len = p.kv_indptr[b + 1] - p.kv_indptr[b];
+  if (p.tail_source == KDTREE_TAIL_FROM_INDICES && kv_len < q_len) return false;  // mask never read
+  const int64_t prefix = p.tail_source == KDTREE_TAIL_FROM_INDICES ? kv_len - q_len : kv_len;
+  return !request_mask_in_bounds(p, b, prefix, q_len);
 }
 
 // The request whose rows contain t: the last b with qo_indptr[b] <= t, or -1.

@@ -495,6 +495,22 @@ def test_kv_range_past_indices_is_bad_indptr(lib):
     assert_close(problem, out[4:], lse[4:], ref_out[4:], ref_lse[4:], 1e-6)
 
 
+@pytest.mark.parametrize("mask_kind", [MASK_TREE_DENSE, MASK_SGLANG_FULL])
+def test_mask_offset_past_mask_is_bad_indptr(lib, mask_kind):
+    # Found in review: a request's mask bytes past mask_indptr[B] (or before 0)
+    # were read; such a request is now skipped and flagged.
+    rng, _ = case_rng("maskpastend", mask_kind)
+    q_lens = [3, 4, 2]
+    trees = [random_tree_visibility(rng, q) for q in q_lens]
+    problem = Problem(rng, q_lens=q_lens, prefixes=[5, 6, 7], num_heads=1, mask_kind=mask_kind, trees=trees)
+    ref_out, ref_lse = problem.numpy_reference()
+    problem.mask_indptr[0] = int(problem.mask_indptr[-1]) - 1  # request 0's bytes run past the end
+    out, lse, flag = problem.run(lib)
+    assert flag == FLAG_BAD_INDPTR
+    assert np.all(out[:3].view(np.uint8) == 0x5A) and np.all(lse[:3] == 12345.0)
+    assert_close(problem, out[3:], lse[3:], ref_out[3:], ref_lse[3:], 1e-6)
+
+
 # ---------------------------------------------------------------------------
 # Exact (bitwise) cases
 # ---------------------------------------------------------------------------

@@ -56,6 +56,8 @@ typedef struct {
 MUTATE(tokens_negative, p->num_tokens = -1)
 MUTATE(states_zero, p->num_states = 0)
 MUTATE(heads_zero, p->num_heads = 0)
+MUTATE(heads_65536, p->num_heads = 65536)
+MUTATE(tokens_2_31, p->num_tokens = INT64_C(1) << 31)
 MUTATE(dim_zero, p->head_dim = 0)
 MUTATE(dim_12, p->head_dim = 12)
 MUTATE(dim_2048, p->head_dim = 2048)
@@ -67,7 +69,7 @@ MUTATE(states_lse_null, p->states_lse = NULL)
 MUTATE(out_null, p->out = NULL)
 MUTATE(states_overlap, p->states_stride_state = HD)
 MUTATE(out_overlap, p->out_stride_head = 32)
-MUTATE(states_overflow, p->num_tokens = INT64_MAX / 64; p->states_stride_token = 256)
+MUTATE(states_overflow, p->num_tokens = INT32_MAX; p->states_stride_token = INT64_MAX / 1024)
 MUTATE(states_misaligned, p->states = states + 1)
 MUTATE(states_stride_misaligned, p->states_stride_state = T * H * HD + 2)
 MUTATE(out_misaligned, p->out = out_buf + 2)
@@ -78,6 +80,8 @@ static const Rule rules[] = {
     {tokens_negative, KDTREE_ERROR_INVALID_ARGUMENT, "num_tokens = -1 is less than 0", 1},
     {states_zero, KDTREE_ERROR_INVALID_ARGUMENT, "num_states = 0 is less than 1", 1},
     {heads_zero, KDTREE_ERROR_INVALID_ARGUMENT, "num_heads = 0 is less than 1", 1},
+    {heads_65536, KDTREE_ERROR_UNSUPPORTED, "num_heads = 65536 is out of range [1, 65535]", 1},
+    {tokens_2_31, KDTREE_ERROR_UNSUPPORTED, "num_tokens = 2147483648 is out of range [1, 2147483647]", 1},
     {dim_zero, KDTREE_ERROR_INVALID_ARGUMENT, "head_dim = 0 is out of range [1, 1024]", 1},
     {dim_12, KDTREE_ERROR_UNSUPPORTED, "head_dim = 12 is not a multiple of 8", 1},
     {dim_2048, KDTREE_ERROR_UNSUPPORTED, "head_dim = 2048 is out of range [1, 1024]", 1},

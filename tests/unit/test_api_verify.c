@@ -108,6 +108,7 @@ MUTATE(tail_2, p->tail_source = 2)
 MUTATE(mask_5, p->mask_kind = 5)
 MUTATE(mask_negative, p->mask_kind = -1)
 MUTATE(bits_short_row, p->mask_kind = KDTREE_MASK_TREE_BITS; p->max_q_len = 16; p->mask_row_bytes = 1)
+MUTATE(bits_huge_row, p->mask_kind = KDTREE_MASK_TREE_BITS; p->max_q_len = 16; p->mask_row_bytes = INT64_MAX / 8)
 MUTATE(reserved0_set, p->reserved0 = 3)
 MUTATE(reserved1_set, p->reserved1 = 1)
 MUTATE(reserved2_set, p->reserved2 = -1)
@@ -182,6 +183,7 @@ static const Rule rules[] = {
     {mask_5, KDTREE_ERROR_INVALID_ARGUMENT, "mask_kind = 5 is out of range [0, 4]"},
     {mask_negative, KDTREE_ERROR_INVALID_ARGUMENT, "mask_kind = -1 is out of range [0, 4]"},
     {bits_short_row, KDTREE_ERROR_INVALID_ARGUMENT, "mask_row_bytes = 1 is less than 2"},
+    {bits_huge_row, KDTREE_ERROR_INVALID_ARGUMENT, "max_q_len * mask_row_bytes (TREE_BITS offsets) overflows int64"},
     {reserved0_set, KDTREE_ERROR_INVALID_ARGUMENT, "reserved0 = 3 is reserved and must be 0"},
     {reserved1_set, KDTREE_ERROR_INVALID_ARGUMENT, "reserved1 = 1 is reserved and must be 0"},
     {reserved2_set, KDTREE_ERROR_INVALID_ARGUMENT, "reserved2 = -1 is reserved and must be 0"},

@@ -1,0 +1,80 @@
+// The per-request rules of kdtree_verify_paged, in one place for the host
+// reference, the GPU oracle and the split-K kernel (the contiguous kernel
+// shares the mask rule): which requests are skipped as BAD_INDPTR (SPEC
+// section 4: nothing outside the described arrays is read), and whether tail
+// key j is visible to local query row i (SPEC section 2).
+#pragma once
+
+#include <cstdint>
+
+#include "kdtree_kernels.h"
+
+#include "common/host_device.hpp"
+
+namespace kdtree {
+
+// Request b's qo / kv ranges are usable: non-decreasing, starting at >= 0,
+// q_len <= max_q_len, rows below total_q, and kv range inside kv_indices
+// (kv_indptr[B] entries). Params: kdtree_verify_paged_params or the kernels'
+// device view of it.
+template <class Params>
+KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, int64_t b) {
+  const int64_t q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
+  const int64_t k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+  return q0 >= 0 && q1 >= q0 && q1 - q0 <= p.max_q_len && q1 <= p.total_q && k0 >= 0 && k1 >= k0 &&
+         k1 <= p.kv_indptr[p.batch_size];
+}
+
+// `mask` points at the request's mask bytes (mask + mask_indptr[b]); `prefix`
+// and `q_len` are the request's; `row_bytes` is TREE_BITS' bytes per row. Row
+// i and tail key j are below q_len <= 128.
+KDTREE_HOST_DEVICE bool tail_key_visible(int32_t mask_kind, const uint8_t* mask, int64_t row_bytes,
+                                         int64_t prefix, int32_t q_len, int32_t i, int32_t j) {
+  switch (mask_kind) {
+    case KDTREE_MASK_NONE:
+      return true;
+    case KDTREE_MASK_CAUSAL:
+      return j <= i;
+    case KDTREE_MASK_TREE_DENSE:
+      return mask[int64_t(i) * q_len + j] != 0;
+    case KDTREE_MASK_TREE_BITS:
+      return (mask[int64_t(i) * row_bytes + j / 8] >> (j % 8)) & 1;
+    default:  // KDTREE_MASK_SGLANG_FULL
+      return mask[int64_t(i) * (prefix + q_len) + prefix + j] != 0;
+  }
+}
+
+// Bytes of one request's mask: 0 for the kinds that read none.
+KDTREE_HOST_DEVICE int64_t request_mask_bytes(int32_t mask_kind, int64_t row_bytes, int64_t prefix,
+                                              int64_t q_len) {
+  switch (mask_kind) {
+    case KDTREE_MASK_TREE_DENSE:
+      return q_len * q_len;
+    case KDTREE_MASK_TREE_BITS:
+      return q_len * row_bytes;
+    case KDTREE_MASK_SGLANG_FULL:
+      return q_len * (prefix + q_len);
+    default:
+      return 0;
+  }
+}
+
+// Whether request b's mask bytes lie inside the mask array, whose extent is
+// mask_indptr[B] bytes: an offset outside it is never read (BAD_INDPTR).
+template <class Params>
+KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, int64_t b, int64_t prefix, int64_t q_len) {
+  const int64_t bytes = request_mask_bytes(p.mask_kind, p.mask_row_bytes, prefix, q_len);
+  if (bytes == 0) return true;
+  const int64_t begin = p.mask_indptr[b];
+  return begin >= 0 && begin <= p.mask_indptr[p.batch_size] - bytes;
+}
+
+// Request b's mask bytes (mask + mask_indptr[b]); NULL for the kinds that read
+// none. Params: kdtree_verify_paged_params or the kernels' device view of it.
+template <class Params>
+KDTREE_HOST_DEVICE const uint8_t* request_mask(const Params& p, int64_t b) {
+  if (p.mask_kind == KDTREE_MASK_NONE || p.mask_kind == KDTREE_MASK_CAUSAL) return nullptr;
+  return p.mask + p.mask_indptr[b];
+}
+
+}  // namespace kdtree
