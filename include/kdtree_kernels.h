@@ -85,8 +85,9 @@ enum {
   KDTREE_FLAG_SLOT_OUT_OF_RANGE = 1,  /* a slot index outside [0, num_slots)  */
   KDTREE_FLAG_KV_SHORTER_THAN_Q = 2,  /* kv_len_b < q_len_b, TAIL_FROM_INDICES */
   KDTREE_FLAG_BAD_INDPTR = 4          /* indptr decreasing, q_len_b > max_q_len,
-                                         rows beyond total_q, or a kv range
-                                         past kv_indptr[B]                  */
+                                         rows beyond total_q, a kv range past
+                                         kv_indptr[B], or mask bytes outside
+                                         [0, mask_indptr[B]): request skipped */
 };
 
 /* ------------------------------------------------------------------------ */
