@@ -16,7 +16,6 @@ namespace {
 // memory (no alignment rule), the device paths need everything.
 enum class Use { kSizeOnly, kHost, kDevice };
 
-constexpr int64_t kHeadDim = kHeadDimLatent + kHeadDimRope;
 
 bool mask_has_bytes(int32_t mask_kind) {
   return mask_kind == KDTREE_MASK_TREE_DENSE || mask_kind == KDTREE_MASK_TREE_BITS ||
@@ -24,7 +23,7 @@ bool mask_has_bytes(int32_t mask_kind) {
 }
 
 void check_head_dims(const Checker& c, int32_t latent, int32_t rope) {
-  if (latent != kHeadDimLatent || rope != kHeadDimRope) {
+  if (latent != kLatentDim || rope != kRopeDim) {
     c.fail(KDTREE_ERROR_UNSUPPORTED, "head_dim_latent = " + std::to_string(latent) +
                                          ", head_dim_rope = " + std::to_string(rope) +
                                          " is not built (only 512, 64)");
@@ -101,7 +100,7 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   }
   c.strided_span({{"out_stride_token", p->total_q, p->out_stride_token},
                   {"out_stride_head", p->num_heads, p->out_stride_head}},
-                 kHeadDimLatent, out_bytes, "out");
+                 kLatentDim, out_bytes, "out");
   c.product(p->total_q, p->num_heads, "total_q * num_heads (lse)");
   if (use == Use::kHost) return true;
 
@@ -169,7 +168,7 @@ bool validate_contiguous(const Checker& c, const kdtree_verify_contiguous_params
   c.strided_span({{"kv_stride", p->kv_len, p->kv_stride}}, kHeadDim, in_bytes, "kv");
   c.strided_span({{"out_stride_token", p->q_len, p->out_stride_token},
                   {"out_stride_head", p->num_heads, p->out_stride_head}},
-                 kHeadDimLatent, out_bytes, "out");
+                 kLatentDim, out_bytes, "out");
 
   c.aligned(p->q, 16, "q");
   c.stride_aligned(p->q_stride_token, in_bytes, 16, "q_stride_token");
@@ -196,8 +195,8 @@ KDTREE_API kdtree_status kdtree_verify_paged_params_init(kdtree_verify_paged_par
     Checker("kdtree_verify_paged_params_init").not_null(params, "params");
     std::memset(params, 0, sizeof(*params));
     params->struct_size = sizeof(*params);
-    params->head_dim_latent = kdtree::api::kHeadDimLatent;
-    params->head_dim_rope = kdtree::api::kHeadDimRope;
+    params->head_dim_latent = kdtree::kLatentDim;
+    params->head_dim_rope = kdtree::kRopeDim;
     params->q_dtype = KDTREE_DTYPE_BF16;
     params->kv_dtype = KDTREE_DTYPE_BF16;
     params->out_dtype = KDTREE_DTYPE_BF16;
@@ -261,8 +260,8 @@ KDTREE_API kdtree_status kdtree_verify_contiguous_params_init(kdtree_verify_cont
     Checker("kdtree_verify_contiguous_params_init").not_null(params, "params");
     std::memset(params, 0, sizeof(*params));
     params->struct_size = sizeof(*params);
-    params->head_dim_latent = kdtree::api::kHeadDimLatent;
-    params->head_dim_rope = kdtree::api::kHeadDimRope;
+    params->head_dim_latent = kdtree::kLatentDim;
+    params->head_dim_rope = kdtree::kRopeDim;
     params->dtype = KDTREE_DTYPE_BF16;
     params->out_dtype = KDTREE_DTYPE_BF16;
     params->mask_kind = KDTREE_MASK_NONE;

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.hpp"
+#include "common/mla_dims.hpp"
 #include "common/request_rules.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
@@ -31,10 +32,8 @@ namespace {
 constexpr int kWarps = 8;  // = heads per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileKeys = 16;
-constexpr int kDimLatent = 512;
-constexpr int kDim = 576;
-constexpr int kScorePerLane = kDim / 32;        // 18
-constexpr int kValuePerLane = kDimLatent / 32;  // 16
+constexpr int kScorePerLane = kHeadDim / 32;        // 18
+constexpr int kValuePerLane = kLatentDim / 32;  // 16
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -44,7 +43,7 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2
 template <class InT, class OutT>
 __global__ void __launch_bounds__(kThreads)
 verify_contiguous_kernel(const kdtree_verify_contiguous_params p) {
-  __shared__ float tile[kTileKeys][kDim];
+  __shared__ float tile[kTileKeys][kHeadDim];
 
   const int32_t i = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -65,8 +64,8 @@ verify_contiguous_kernel(const kdtree_verify_contiguous_params p) {
   for (int64_t tile_begin = 0; tile_begin < p.kv_len; tile_begin += kTileKeys) {
     __syncthreads();  // the previous tile is consumed
 #pragma unroll 1
-    for (int e = threadIdx.x; e < kTileKeys * kDim; e += kThreads) {
-      int r = e / kDim, d = e % kDim;
+    for (int e = threadIdx.x; e < kTileKeys * kHeadDim; e += kThreads) {
+      int r = e / kHeadDim, d = e % kHeadDim;
       int64_t row = tile_begin + r;
       tile[r][d] = row < p.kv_len ? to_float(kv[row * p.kv_stride + d]) : 0.0f;
     }

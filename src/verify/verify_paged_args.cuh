@@ -5,14 +5,12 @@
 
 #include <cstdint>
 
+#include "common/mla_dims.hpp"
 #include "common/request_rules.hpp"
 #include "kdtree_kernels.h"
 
 namespace kdtree::verify {
 
-constexpr int kLatentDim = 512;  // D_L: value dim
-constexpr int kRopeDim = 64;     // D_R
-constexpr int kHeadDim = kLatentDim + kRopeDim;
 
 struct PagedArgs {
   int32_t batch_size;

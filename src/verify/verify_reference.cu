@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.hpp"
+#include "common/mla_dims.hpp"
 #include "common/request_rules.hpp"
 #include "merge/merge_math.cuh"
 #include "verify/verify_launch.hpp"
@@ -31,11 +32,8 @@ namespace kdtree::verify {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kDimLatent = 512;
-constexpr int kDimRope = 64;
-constexpr int kDim = kDimLatent + kDimRope;
-constexpr int kScorePerLane = kDim / 32;        // 18 q / k dims per lane
-constexpr int kValuePerLane = kDimLatent / 32;  // 16 value dims per lane
+constexpr int kScorePerLane = kHeadDim / 32;    // 18 q / k dims per lane
+constexpr int kValuePerLane = kLatentDim / 32;  // 16 value dims per lane
 
 template <class T>
 __device__ float to_float(T x);
@@ -112,7 +110,7 @@ verify_paged_reference_kernel(const kdtree_verify_paged_params p) {
   float* lse = p.lse ? p.lse + t * p.num_heads + h : nullptr;
 
   if (tail_from_indices && kv_len < q_len) {
-    for (int d = threadIdx.x; d < kDimLatent; d += blockDim.x) store(&out[d], 0.0f);
+    for (int d = threadIdx.x; d < kLatentDim; d += blockDim.x) store(&out[d], 0.0f);
     if (threadIdx.x == 0) {
       if (lse) *lse = -INFINITY;
       if (p.error_flag) atomicOr(p.error_flag, KDTREE_FLAG_KV_SHORTER_THAN_Q);
@@ -164,7 +162,7 @@ verify_paged_reference_kernel(const kdtree_verify_paged_params p) {
 
   // Merge the warps' states: out = sum_w exp(max_w - M) acc_w / sum_w exp(max_w - M) sum_w.
   __shared__ float warp_max[kWarps], warp_sum[kWarps];
-  __shared__ float warp_acc[kWarps][kDimLatent];
+  __shared__ float warp_acc[kWarps][kLatentDim];
   if (lane == 0) {
     warp_max[warp] = state.max;
     warp_sum[warp] = state.sum;
@@ -176,7 +174,7 @@ verify_paged_reference_kernel(const kdtree_verify_paged_params p) {
   for (int w = 0; w < kWarps; ++w) max = fmaxf(max, warp_max[w]);
   float sum = 0.0f;
   for (int w = 0; w < kWarps; ++w) sum = fmaf(warp_sum[w], merge_math::scaled_exp(warp_max[w], max), sum);
-  for (int d = threadIdx.x; d < kDimLatent; d += blockDim.x) {
+  for (int d = threadIdx.x; d < kLatentDim; d += blockDim.x) {
     float value = 0.0f;
     for (int w = 0; w < kWarps; ++w) value = fmaf(warp_acc[w][d], merge_math::scaled_exp(warp_max[w], max), value);
     store(&out[d], sum > 0.0f ? value / sum : 0.0f);
