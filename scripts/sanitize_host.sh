@@ -8,9 +8,8 @@
 # an uninstrumented host process: python (ctypes in the system python),
 # rust (cargo test binaries), install.consumer, and abi.abidiff (its baseline
 # is the gcc Release build's DWARF). Also left out: abi.kernel_resources
-# (device code only, no host code runs) and unit.test_planner, whose 4M-slot
-# timing bound (1 s) holds for a Release build, not under ASan (about 2 s);
-# the planner's host code still runs under ASan through fuzz.replay.
+# (device code only, no host code runs). unit.test_planner runs with its 4M-slot
+# timing bound raised from 1 s to 30 s (about 2 s under ASan).
 # clang is preferred (it also builds the libFuzzer binary, fuzz_entry_points);
 # gcc works too (then the .cu host code is instrumented as well).
 #   SANITIZE_BUILD_DIR=build-sanitize   where to build
@@ -36,6 +35,6 @@ cmake --build "$BUILD_DIR" -j"$(nproc)"
 # Any report fails the test: halt on the first UBSan finding, abort on ASan's.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-ctest --test-dir "$BUILD_DIR" -L cpu -E '^(python\.|rust\.|install\.|abi\.abidiff$|abi\.kernel_resources$|unit\.test_planner$)' \
+KDTREE_PLANNER_TIME_BOUND_S=30 ctest --test-dir "$BUILD_DIR" -L cpu -E '^(python\.|rust\.|install\.|abi\.abidiff$|abi\.kernel_resources$)' \
       --output-on-failure -j"$(nproc)"
 echo "scripts/sanitize_host.sh: $(( $(date +%s) - start )) s"

@@ -678,7 +678,10 @@ static void test_planner_timing_4m(void** state) {
   printf("  planner: %lld slots, %lld live, %lld moves in %.1f ms\n", (long long)num_slots,
          (long long)live, (long long)count, 1e3 * (t1 - t0));
   assert_int_equal(count, budget);
-  assert_true(t1 - t0 < 1.0);
+  /* 1 s for an optimised build; scripts/sanitize_host.sh raises it under ASan. */
+  const char* bound_env = getenv("KDTREE_PLANNER_TIME_BOUND_S");
+  const double bound_s = bound_env ? atof(bound_env) : 1.0;
+  assert_true(t1 - t0 < bound_s);
   free(dst);
   free(src);
   free(free_slots);
