@@ -38,7 +38,6 @@ struct Dim {
 class Checker {
  public:
   explicit Checker(const char* function) : function_(function) {}
-  const char* function() const { return function_; }
 
   [[noreturn]] void fail(kdtree_status status, const std::string& what) const;
 

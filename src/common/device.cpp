@@ -93,8 +93,6 @@ DeviceInfo probe(int device, const char* function) {
   info.smem_optin = static_cast<size_t>(attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device,
                                                   function,
                                                   "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
-  info.l2_bytes = static_cast<size_t>(
-      attribute(cudaDevAttrL2CacheSize, device, function, "cudaDeviceGetAttribute(L2CacheSize)"));
 
   const cudaError_t image = probe_kernel_image();
   if (image != cudaSuccess) {

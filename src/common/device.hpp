@@ -13,7 +13,6 @@ struct DeviceInfo {
   int cc_major = 0;          // compute capability
   int cc_minor = 0;
   size_t smem_optin = 0;     // max dynamic shared memory per block (opt-in)
-  size_t l2_bytes = 0;
 };
 
 // Info of the calling thread's current device, prepared (kernel attributes

@@ -48,14 +48,6 @@ KDTREE_HOST_DEVICE T running_max_raise(RunningLse<T>& state, T score) {
   return rescale;
 }
 
-// Same, also maintaining state.sum (for callers without a value column).
-template <class T>
-KDTREE_HOST_DEVICE T running_lse_add(RunningLse<T>& state, T score) {
-  T rescale = running_max_raise(state, score);
-  state.sum = state.sum * rescale + scaled_exp(score, state.max);
-  return rescale;
-}
-
 // ln(sum exp(s)) of a state, -inf when nothing was visible.
 template <class T>
 KDTREE_HOST_DEVICE T lse_of(T max, T sum) {

@@ -68,10 +68,10 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
 void prepare_kernels(const DeviceInfo& dev, const char* fn) {
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, false);
   const TileConfigId fp8_config = config_for_device(dev.cc_major, dev.cc_minor, true);
-  prepare_tiles<__nv_bfloat16, false>(config, fn);
-  prepare_tiles<__half, false>(config, fn);
-  prepare_tiles<__nv_bfloat16, true>(fp8_config, fn);
-  prepare_tiles<__half, true>(fp8_config, fn);
+  prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
+  prepare_tiles<__half, false>(config, dev.smem_optin, fn);
+  prepare_tiles<__nv_bfloat16, true>(fp8_config, dev.smem_optin, fn);
+  prepare_tiles<__half, true>(fp8_config, dev.smem_optin, fn);
 }
 
 void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* workspace, const DeviceInfo& dev,

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "common/cuda_check.hpp"
 #include "verify/verify_paged_kernel.cuh"
 
@@ -28,7 +30,12 @@ void launch_tiles(const PagedArgs& a, TileConfigId config, cudaStream_t stream) 
 }
 
 template <class Cfg, class T, bool kKvFp8>
-void allow_smem(const char* function) {
+void allow_smem(size_t smem_optin, const char* function) {
+  if (Cfg::kSmemBytes > smem_optin) {
+    fail(KDTREE_ERROR_UNSUPPORTED, function,
+         "the verify tiles need " + std::to_string(Cfg::kSmemBytes) +
+             " bytes of shared memory per block; the device offers " + std::to_string(smem_optin));
+  }
   check_cuda(cudaFuncSetAttribute(verify_paged_kernel<Cfg, T, kKvFp8>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Cfg::kSmemBytes)),
@@ -37,22 +44,22 @@ void allow_smem(const char* function) {
 
 // Raises the opt-in shared memory of the config this device launches.
 template <class T, bool kKvFp8>
-void prepare_tiles(TileConfigId config, const char* function) {
+void prepare_tiles(TileConfigId config, size_t smem_optin, const char* function) {
   switch (config) {
-    case TileConfigId::kLarge: return allow_smem<LargeConfig, T, kKvFp8>(function);
-    case TileConfigId::kMedium: return allow_smem<MediumConfig, T, kKvFp8>(function);
-    case TileConfigId::kSmall: return allow_smem<SmallConfig, T, kKvFp8>(function);
+    case TileConfigId::kLarge: return allow_smem<LargeConfig, T, kKvFp8>(smem_optin, function);
+    case TileConfigId::kMedium: return allow_smem<MediumConfig, T, kKvFp8>(smem_optin, function);
+    case TileConfigId::kSmall: return allow_smem<SmallConfig, T, kKvFp8>(smem_optin, function);
   }
 }
 
 #define KDTREE_INSTANTIATE_VERIFY_TILES(T, FP8)                                                      \
   template void launch_tiles<T, FP8>(const PagedArgs&, TileConfigId, cudaStream_t);                  \
-  template void prepare_tiles<T, FP8>(TileConfigId, const char*);
+  template void prepare_tiles<T, FP8>(TileConfigId, size_t, const char*);
 
 // Each (type, KV storage) pair is compiled once, in its verify_paged_*.cu.
 #define KDTREE_DECLARE_VERIFY_TILES(T, FP8)                                                          \
   extern template void launch_tiles<T, FP8>(const PagedArgs&, TileConfigId, cudaStream_t);           \
-  extern template void prepare_tiles<T, FP8>(TileConfigId, const char*);
+  extern template void prepare_tiles<T, FP8>(TileConfigId, size_t, const char*);
 KDTREE_DECLARE_VERIFY_TILES(__nv_bfloat16, false)
 KDTREE_DECLARE_VERIFY_TILES(__half, false)
 KDTREE_DECLARE_VERIFY_TILES(__nv_bfloat16, true)

@@ -27,31 +27,12 @@
 #include <set>
 #include <vector>
 
+#include "common/gpu_test.hpp"
 #include "kdtree_kernels.h"
 
 namespace {
 
 int g_failures = 0;
-
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                  \
-                   cudaGetErrorString(e_));                                               \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-#define KD_OK(call)                                                                       \
-  do {                                                                                    \
-    kdtree_status s_ = (call);                                                            \
-    if (s_ != KDTREE_OK) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,             \
-                   kdtree_status_string(s_), kdtree_last_error_message());                \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 #define CHECK(cond)                                                                       \
   do {                                                                                    \
@@ -64,15 +45,15 @@ int g_failures = 0;
 template <class T>
 T* device_copy(const std::vector<T>& host) {
   T* d = nullptr;
-  CUDA_OK(cudaMalloc(&d, std::max<size_t>(1, host.size()) * sizeof(T)));
-  if (!host.empty()) CUDA_OK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(1, host.size()) * sizeof(T)));
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
 
 template <class T>
 std::vector<T> host_copy(const T* d, size_t n) {
   std::vector<T> h(n);
-  if (n) CUDA_OK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  if (n) CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
 
@@ -158,7 +139,7 @@ Plan plan_pool(const Pool& pool, int64_t budget) {
   plan.dst.assign(std::max<int64_t>(budget, 1), -1);
   int64_t count = 0;
   kdtree_defrag_plan_params p;
-  KD_OK(kdtree_defrag_plan_params_init(&p));
+  KDTREE_CHECK(kdtree_defrag_plan_params_init(&p));
   p.num_slots = pool.num_slots;
   p.num_requests = static_cast<int64_t>(pool.indptr.size()) - 1;
   p.request_indptr = pool.indptr.data();
@@ -171,7 +152,7 @@ Plan plan_pool(const Pool& pool, int64_t budget) {
   p.move_src = plan.src.data();
   p.move_dst = plan.dst.data();
   p.num_moves = &count;
-  KD_OK(kdtree_defrag_plan(&p));
+  KDTREE_CHECK(kdtree_defrag_plan(&p));
   plan.src.resize(count);
   plan.dst.resize(count);
   return plan;
@@ -200,8 +181,8 @@ Layers make_layers(std::mt19937_64& rng, int num_layers, int64_t num_slots, int6
   L.span = (L.layer_bytes + 2 * kGuard + 255) / 256 * 256;
   L.host.resize(static_cast<size_t>(L.span) * num_layers + kGuard);
   for (auto& b : L.host) b = static_cast<uint8_t>(rng());
-  CUDA_OK(cudaMalloc(&L.base, L.host.size()));
-  CUDA_OK(cudaMemcpy(L.base, L.host.data(), L.host.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&L.base, L.host.size()));
+  CUDA_CHECK(cudaMemcpy(L.base, L.host.data(), L.host.size(), cudaMemcpyHostToDevice));
   std::vector<uint64_t> bases(num_layers);
   for (int l = 0; l < num_layers; ++l) {
     L.skew.push_back(skewed ? (l % 4) * 4 : 0);
@@ -212,8 +193,8 @@ Layers make_layers(std::mt19937_64& rng, int num_layers, int64_t num_slots, int6
 }
 
 void free_layers(Layers& L) {
-  CUDA_OK(cudaFree(L.base));
-  CUDA_OK(cudaFree(L.layer_base));
+  CUDA_CHECK(cudaFree(L.base));
+  CUDA_CHECK(cudaFree(L.layer_base));
 }
 
 uint8_t* host_row(Layers& L, int layer, int64_t slot) {
@@ -291,7 +272,7 @@ void test_copy(std::mt19937_64& rng) {
     int32_t* d_flag = device_copy(std::vector<int32_t>{0});
 
     kdtree_defrag_copy_params p;
-    KD_OK(kdtree_defrag_copy_params_init(&p));
+    KDTREE_CHECK(kdtree_defrag_copy_params_init(&p));
     p.num_layers = L.num_layers;
     p.layer_base = L.layer_base;
     p.slot_stride_bytes = c.stride;
@@ -303,8 +284,8 @@ void test_copy(std::mt19937_64& rng) {
     p.max_moves = static_cast<int64_t>(padded.src.size());
     p.num_moves = c.device_count ? d_count : nullptr;
     p.error_flag = d_flag;
-    KD_OK(kdtree_defrag_copy(&p, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
+    KDTREE_CHECK(kdtree_defrag_copy(&p, nullptr));
+    CUDA_CHECK(cudaDeviceSynchronize());
 
     model_copy(L, plan, count, c.row_bytes);
     const std::vector<uint8_t> got = host_copy(L.base, L.host.size());
@@ -315,10 +296,10 @@ void test_copy(std::mt19937_64& rng) {
                 c.dtype == KDTREE_DTYPE_INT64 ? "int64" : "int32", c.skewed ? " skewed" : "",
                 c.device_count ? " device-count" : "", (long long)planned, c.num_layers,
                 (unsigned long long)fnv1a(got.data(), got.size()), got == L.host ? "ok" : "MISMATCH");
-    CUDA_OK(cudaFree(d_src));
-    CUDA_OK(cudaFree(d_dst));
-    CUDA_OK(cudaFree(d_count));
-    CUDA_OK(cudaFree(d_flag));
+    CUDA_CHECK(cudaFree(d_src));
+    CUDA_CHECK(cudaFree(d_dst));
+    CUDA_CHECK(cudaFree(d_count));
+    CUDA_CHECK(cudaFree(d_flag));
     free_layers(L);
   }
 }
@@ -339,7 +320,7 @@ void remap_rows(void* d_table, int32_t table_dtype, int64_t row_begin, int64_t r
                 const void* d_src, const void* d_dst, int32_t index_dtype, int64_t max_moves,
                 const int64_t* d_count, int32_t* d_flag, cudaStream_t stream) {
   kdtree_defrag_remap_params r;
-  KD_OK(kdtree_defrag_remap_params_init(&r));
+  KDTREE_CHECK(kdtree_defrag_remap_params_init(&r));
   const size_t elem = table_dtype == KDTREE_DTYPE_INT64 ? 8 : 4;
   r.table_dtype = table_dtype;
   r.table = static_cast<char*>(d_table) + row_begin * row_stride * elem;
@@ -355,19 +336,19 @@ void remap_rows(void* d_table, int32_t table_dtype, int64_t row_begin, int64_t r
   r.num_moves = d_count;
   r.error_flag = d_flag;
   size_t bytes = 0;
-  KD_OK(kdtree_defrag_remap_workspace_size(&r, &bytes));
+  KDTREE_CHECK(kdtree_defrag_remap_workspace_size(&r, &bytes));
   // One workspace, grown on demand and kept across calls like an engine's
   // (and so across graph capture); main() frees it.
   if (bytes > g_remap_workspace_bytes) {
-    if (g_remap_workspace) CUDA_OK(cudaFree(g_remap_workspace));
-    CUDA_OK(cudaMalloc(&g_remap_workspace, bytes));
+    if (g_remap_workspace) CUDA_CHECK(cudaFree(g_remap_workspace));
+    CUDA_CHECK(cudaMalloc(&g_remap_workspace, bytes));
     g_remap_workspace_bytes = bytes;
   }
-  KD_OK(kdtree_defrag_remap(&r, g_remap_workspace, g_remap_workspace_bytes, stream));
+  KDTREE_CHECK(kdtree_defrag_remap(&r, g_remap_workspace, g_remap_workspace_bytes, stream));
 }
 
 void free_remap_workspace() {
-  if (g_remap_workspace) CUDA_OK(cudaFree(g_remap_workspace));
+  if (g_remap_workspace) CUDA_CHECK(cudaFree(g_remap_workspace));
   g_remap_workspace = nullptr;
   g_remap_workspace_bytes = 0;
 }
@@ -409,7 +390,7 @@ void test_remap(std::mt19937_64& rng) {
         remap_rows(d_table, table_dtype, 0, rows, cols, stride, with_lengths ? d_lengths : nullptr,
                    num_slots, d_src, d_dst, index_dtype, static_cast<int64_t>(plan.src.size()),
                    nullptr, d_flag, nullptr);
-        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<int64_t> got;
         if (table_dtype == KDTREE_DTYPE_INT64) {
           got = host_copy(static_cast<int64_t*>(d_table), table.size());
@@ -419,11 +400,11 @@ void test_remap(std::mt19937_64& rng) {
         }
         CHECK(got == expected);
         CHECK(host_copy(d_flag, 1)[0] == KDTREE_FLAG_SLOT_OUT_OF_RANGE);
-        CUDA_OK(cudaFree(d_table));
-        CUDA_OK(cudaFree(d_lengths));
-        CUDA_OK(cudaFree(d_src));
-        CUDA_OK(cudaFree(d_dst));
-        CUDA_OK(cudaFree(d_flag));
+        CUDA_CHECK(cudaFree(d_table));
+        CUDA_CHECK(cudaFree(d_lengths));
+        CUDA_CHECK(cudaFree(d_src));
+        CUDA_CHECK(cudaFree(d_dst));
+        CUDA_CHECK(cudaFree(d_flag));
       }
     }
   }
@@ -494,7 +475,7 @@ std::vector<std::vector<uint8_t>> snapshot(const Table& t, Layers& L, int64_t ro
 void run_copy(const Layers& L, int64_t row_bytes, const void* d_src, const void* d_dst,
               int64_t max_moves, const int64_t* d_count, cudaStream_t stream) {
   kdtree_defrag_copy_params p;
-  KD_OK(kdtree_defrag_copy_params_init(&p));
+  KDTREE_CHECK(kdtree_defrag_copy_params_init(&p));
   p.num_layers = L.num_layers;
   p.layer_base = L.layer_base;
   p.slot_stride_bytes = L.stride;
@@ -505,14 +486,14 @@ void run_copy(const Layers& L, int64_t row_bytes, const void* d_src, const void*
   p.index_dtype = KDTREE_DTYPE_INT32;
   p.max_moves = max_moves;
   p.num_moves = d_count;
-  KD_OK(kdtree_defrag_copy(&p, stream));
+  KDTREE_CHECK(kdtree_defrag_copy(&p, stream));
 }
 
 void poison_slots(Layers& L, const std::vector<int64_t>& slots) {
   for (int l = 0; l < L.num_layers; ++l) {
     for (int64_t s : slots) {
       const uint64_t offset = l * L.span + kGuard + L.skew[l] + s * L.stride;
-      CUDA_OK(cudaMemset(L.base + offset, 0xFF, L.stride));
+      CUDA_CHECK(cudaMemset(L.base + offset, 0xFF, L.stride));
     }
   }
 }
@@ -532,25 +513,25 @@ void test_protocol(std::mt19937_64& rng) {
     CHECK(reachable_and_identical(t, L, row_bytes, reference));
 
     run_copy(L, row_bytes, d_src, d_dst, n, nullptr, nullptr);  // step 2
-    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(reachable_and_identical(t, L, row_bytes, reference));  // stopped after copy
     if (interrupt == 1) {
       // Stopped half way through the remap (the first half of the rows).
       remap_rows(t.d, KDTREE_DTYPE_INT32, 0, t.rows / 2, t.cols, t.cols, t.d_lengths, num_slots,
                  d_src, d_dst, KDTREE_DTYPE_INT32, n, nullptr, nullptr, nullptr);
-      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaDeviceSynchronize());
       CHECK(reachable_and_identical(t, L, row_bytes, reference));
     }
     // Re-running the whole plan completes it: copy and remap are idempotent.
     run_copy(L, row_bytes, d_src, d_dst, n, nullptr, nullptr);
     remap_rows(t.d, KDTREE_DTYPE_INT32, 0, t.rows, t.cols, t.cols, t.d_lengths, num_slots, d_src,
                d_dst, KDTREE_DTYPE_INT32, n, nullptr, nullptr, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(reachable_and_identical(t, L, row_bytes, reference));
 
     // Step 4: the old slots go back to the free list; poison them.
     poison_slots(L, plan.src);
-    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(reachable_and_identical(t, L, row_bytes, reference));
     // The device table equals the host model of the applied plan, and
     // re-planning the applied state converges to zero moves.
@@ -569,10 +550,10 @@ void test_protocol(std::mt19937_64& rng) {
     CHECK(rounds <= t.rows);
     std::printf("  protocol (%s): %lld moves, KV identical through the table at every step\n",
                 interrupt ? "remap interrupted half way" : "stopped after copy", (long long)n);
-    CUDA_OK(cudaFree(d_src));
-    CUDA_OK(cudaFree(d_dst));
-    CUDA_OK(cudaFree(t.d));
-    CUDA_OK(cudaFree(t.d_lengths));
+    CUDA_CHECK(cudaFree(d_src));
+    CUDA_CHECK(cudaFree(d_dst));
+    CUDA_CHECK(cudaFree(t.d));
+    CUDA_CHECK(cudaFree(t.d_lengths));
     free_layers(L);
   }
 }
@@ -597,9 +578,9 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
     uint16_t* row = reinterpret_cast<uint16_t*>(host_row(L, 0, s));
     for (int d = 0; d < D; ++d) row[d] = to_bf16(uni(rng));
   }
-  CUDA_OK(cudaMemcpy(L.base, L.host.data(), L.host.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(L.base, L.host.data(), L.host.size(), cudaMemcpyHostToDevice));
   uint64_t kv_base = 0;
-  CUDA_OK(cudaMemcpy(&kv_base, L.layer_base, 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(&kv_base, L.layer_base, 8, cudaMemcpyDeviceToHost));
 
   Pool pool = random_pool(rng, num_slots, 3, 700, 1024);
   Table t = make_table(pool);
@@ -622,10 +603,10 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
   int32_t* d_qo = device_copy(std::vector<int32_t>{0, q_len});
   int32_t* d_kv = device_copy(std::vector<int32_t>{0, kv_len});
   uint16_t* d_out = nullptr;
-  CUDA_OK(cudaMalloc(&d_out, q_len * H * DL * 2));
+  CUDA_CHECK(cudaMalloc(&d_out, q_len * H * DL * 2));
 
   kdtree_verify_paged_params v;
-  KD_OK(kdtree_verify_paged_params_init(&v));
+  KDTREE_CHECK(kdtree_verify_paged_params_init(&v));
   v.batch_size = 1;
   v.num_heads = H;
   v.max_q_len = q_len;
@@ -649,11 +630,11 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
   v.out_stride_token = H * DL;
   v.out_stride_head = DL;
   size_t ws_bytes = 0;
-  KD_OK(kdtree_verify_workspace_size(&v, &ws_bytes));
+  KDTREE_CHECK(kdtree_verify_workspace_size(&v, &ws_bytes));
   void* ws = nullptr;
-  CUDA_OK(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 1)));
-  KD_OK(kdtree_verify_paged(&v, ws, ws_bytes, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 1)));
+  KDTREE_CHECK(kdtree_verify_paged(&v, ws, ws_bytes, nullptr));
+  CUDA_CHECK(cudaDeviceSynchronize());
   const auto before = host_copy(d_out, q_len * H * DL);
 
   void* d_src = device_indices(plan.src, KDTREE_DTYPE_INT32);
@@ -662,14 +643,14 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
   run_copy(L, row_bytes, d_src, d_dst, n, nullptr, nullptr);
   remap_rows(t.d, KDTREE_DTYPE_INT32, 0, t.rows, t.cols, t.cols, t.d_lengths, num_slots, d_src,
              d_dst, KDTREE_DTYPE_INT32, n, nullptr, nullptr, nullptr);
-  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   poison_slots(L, plan.src);  // NaN-ish bytes: a stale read would show
   const auto moved_table = host_copy(t.d, t.host.size());
   int changed = 0;
   for (int c = 0; c < kv_len; ++c) changed += moved_table[b * t.cols + c] != t.host[b * t.cols + c];
-  CUDA_OK(cudaMemset(d_out, 0, q_len * H * DL * 2));
-  KD_OK(kdtree_verify_paged(&v, ws, ws_bytes, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemset(d_out, 0, q_len * H * DL * 2));
+  KDTREE_CHECK(kdtree_verify_paged(&v, ws, ws_bytes, nullptr));
+  CUDA_CHECK(cudaDeviceSynchronize());
   const auto after = host_copy(d_out, q_len * H * DL);
   CHECK(changed > 0);
   CHECK(before == after);
@@ -677,7 +658,7 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
               before == after ? "identical" : "DIFFERENT");
   for (void* p : {(void*)d_q, (void*)d_qo, (void*)d_kv, (void*)d_out, ws, d_src, d_dst,
                   (void*)t.d, (void*)t.d_lengths}) {
-    CUDA_OK(cudaFree(p));
+    CUDA_CHECK(cudaFree(p));
   }
   free_layers(L);
 }
@@ -690,28 +671,28 @@ void test_graph_capture(std::mt19937_64& rng) {
   const int64_t num_slots = 4000, row_bytes = 1152, max_moves = 3000;
   Layers L = make_layers(rng, 61, num_slots, row_bytes, false);
   int32_t *d_src = nullptr, *d_dst = nullptr;
-  CUDA_OK(cudaMalloc(&d_src, max_moves * 4));
-  CUDA_OK(cudaMalloc(&d_dst, max_moves * 4));
+  CUDA_CHECK(cudaMalloc(&d_src, max_moves * 4));
+  CUDA_CHECK(cudaMalloc(&d_dst, max_moves * 4));
   int64_t* d_count = device_copy(std::vector<int64_t>{0});
   Pool pool = random_pool(rng, num_slots, 30, 100, num_slots / 4);
   Table t = make_table(pool);
   std::vector<int32_t> table_model = t.host;
 
   cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // The remap workspace is allocated before capture (remap_rows allocates once).
   remap_rows(t.d, KDTREE_DTYPE_INT32, 0, t.rows, t.cols, t.cols, t.d_lengths, num_slots, d_src,
              d_dst, KDTREE_DTYPE_INT32, max_moves, d_count, nullptr, stream);
-  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
 
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   run_copy(L, row_bytes, d_src, d_dst, max_moves, d_count, stream);
   remap_rows(t.d, KDTREE_DTYPE_INT32, 0, t.rows, t.cols, t.cols, t.d_lengths, num_slots, d_src,
              d_dst, KDTREE_DTYPE_INT32, max_moves, d_count, nullptr, stream);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
   for (int round = 0; round < 2; ++round) {
     // Plan on the current pool; write the plan into the captured buffers.
@@ -719,11 +700,11 @@ void test_graph_capture(std::mt19937_64& rng) {
     const int64_t n = static_cast<int64_t>(plan.src.size());
     CHECK(n > 0 && n <= max_moves);
     std::vector<int32_t> src(plan.src.begin(), plan.src.end()), dst(plan.dst.begin(), plan.dst.end());
-    CUDA_OK(cudaMemcpy(d_src, src.data(), n * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_dst, dst.data(), n * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_count, &n, 8, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(d_src, src.data(), n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_dst, dst.data(), n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_count, &n, 8, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
 
     model_copy(L, plan, n, row_bytes);
     std::vector<int64_t> map(num_slots, -1);
@@ -735,11 +716,11 @@ void test_graph_capture(std::mt19937_64& rng) {
     apply_plan(pool, plan.src, plan.dst);  // the next round plans the new state
     std::printf("  graph replay %d: %lld moves ok\n", round, (long long)n);
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
-  CUDA_OK(cudaStreamDestroy(stream));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
   for (void* p : {(void*)d_src, (void*)d_dst, (void*)d_count, (void*)t.d, (void*)t.d_lengths}) {
-    CUDA_OK(cudaFree(p));
+    CUDA_CHECK(cudaFree(p));
   }
   free_layers(L);
 }
@@ -757,11 +738,11 @@ void test_sort(std::mt19937_64& rng) {
         for (auto& s : slots) s = static_cast<int64_t>(rng() % num_slots);
         void* d = device_indices(slots, dtype);
         size_t bytes = 0;
-        KD_OK(kdtree_sort_slots_workspace_size(dtype, count, num_slots, &bytes));
+        KDTREE_CHECK(kdtree_sort_slots_workspace_size(dtype, count, num_slots, &bytes));
         void* ws = nullptr;
-        if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
-        KD_OK(kdtree_sort_slots(d, dtype, count, num_slots, ws, bytes, nullptr));
-        CUDA_OK(cudaDeviceSynchronize());
+        if (bytes) CUDA_CHECK(cudaMalloc(&ws, bytes));
+        KDTREE_CHECK(kdtree_sort_slots(d, dtype, count, num_slots, ws, bytes, nullptr));
+        CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<int64_t> got;
         if (dtype == KDTREE_DTYPE_INT64) {
           got = host_copy(static_cast<int64_t*>(d), count);
@@ -771,8 +752,8 @@ void test_sort(std::mt19937_64& rng) {
         }
         std::sort(slots.begin(), slots.end());
         CHECK(got == slots);
-        CUDA_OK(cudaFree(d));
-        if (ws) CUDA_OK(cudaFree(ws));
+        CUDA_CHECK(cudaFree(d));
+        if (ws) CUDA_CHECK(cudaFree(ws));
       }
     }
   }

@@ -102,16 +102,7 @@ void encode(float value, int32_t dtype, void* base, size_t index, float kv_scale
 }
 
 float decode(const void* base, size_t index, int32_t dtype, float kv_scale) {
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      return static_cast<const float*>(base)[index];
-    case KDTREE_DTYPE_BF16:
-      return bf16_to_float(static_cast<const uint16_t*>(base)[index]);
-    case KDTREE_DTYPE_F16:
-      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
-    default:
-      return fp8_e4m3_to_float(static_cast<const uint8_t*>(base)[index]) * kv_scale;
-  }
+  return float(load_element(base, int64_t(index), dtype, kv_scale));
 }
 
 void encode_nan(int32_t dtype, void* base, size_t index) {
