@@ -15,25 +15,19 @@ constexpr int kMinTilesPerSplit = 4;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-int block_rows(TileConfigId config) {
-  switch (config) {
-    case TileConfigId::kLarge: return LargeConfig::kBlockM;
-    case TileConfigId::kMedium: return MediumConfig::kBlockM;
-    default: return SmallConfig::kBlockM;
-  }
+// The shape facts the split heuristic needs, of the config a device launches.
+struct TileShape {
+  int rows, keys, blocks_per_sm;
+};
+template <class Cfg>
+constexpr TileShape shape_of() {
+  return {Cfg::kBlockM, Cfg::kBlockN, Cfg::kBlocksPerSm};
 }
-int blocks_per_sm(TileConfigId config) {
+TileShape tile_shape(TileConfigId config) {
   switch (config) {
-    case TileConfigId::kLarge: return LargeConfig::kBlocksPerSm;
-    case TileConfigId::kMedium: return MediumConfig::kBlocksPerSm;
-    default: return SmallConfig::kBlocksPerSm;
-  }
-}
-int block_keys(TileConfigId config) {
-  switch (config) {
-    case TileConfigId::kLarge: return LargeConfig::kBlockN;
-    case TileConfigId::kMedium: return MediumConfig::kBlockN;
-    default: return SmallConfig::kBlockN;
+    case TileConfigId::kLarge: return shape_of<LargeConfig>();
+    case TileConfigId::kMedium: return shape_of<MediumConfig>();
+    default: return shape_of<SmallConfig>();
   }
 }
 
@@ -54,10 +48,11 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   if (p.num_splits > 0) {
     plan.num_splits = p.num_splits;
   } else {
-    const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + block_rows(config) - 1) / block_rows(config);
+    const TileShape tile = tile_shape(config);
+    const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
     const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
-    const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * blocks_per_sm(config) / blocks);
-    const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * block_keys(config)));
+    const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * tile.blocks_per_sm / blocks);
+    const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * tile.keys));
     plan.num_splits = static_cast<int>(std::min<int64_t>({by_sms, by_len, kMaxAutoSplits}));
   }
   plan.workspace_bytes =
