@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "verify/verify_launch.hpp"
+#include "verify/verify_paged_sm90a.hpp"
 #include "verify/verify_paged_tiles.cuh"
 
 namespace kdtree::verify {
@@ -31,6 +32,12 @@ TileShape tile_shape(TileConfigId config) {
   }
 }
 
+// The Hopper wgmma kernel takes bf16 / f16 KV on compute capability 9.0 when
+// this library carries its sm_90a cubin (sm_90a code runs on 9.0 only).
+bool use_sm90a(const DeviceInfo& dev, bool kv_fp8) {
+  return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0 && !kv_fp8;
+}
+
 size_t partial_out_bytes(const kdtree_verify_paged_params& p, int splits) {
   return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * kLatentDim * sizeof(float));
 }
@@ -48,7 +55,8 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   if (p.num_splits > 0) {
     plan.num_splits = p.num_splits;
   } else {
-    const TileShape tile = tile_shape(config);
+    const TileShape tile =
+        use_sm90a(dev, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3) ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config);
     const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
     const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
     const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * tile.blocks_per_sm / blocks);
@@ -63,8 +71,13 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
 void prepare_kernels(const DeviceInfo& dev, const char* fn) {
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, false);
   const TileConfigId fp8_config = config_for_device(dev.cc_major, dev.cc_minor, true);
-  prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
-  prepare_tiles<__half, false>(config, dev.smem_optin, fn);
+  if (use_sm90a(dev, false)) {
+    prepare_sm90a<__nv_bfloat16>(dev.smem_optin, fn);
+    prepare_sm90a<__half>(dev.smem_optin, fn);
+  } else {
+    prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
+    prepare_tiles<__half, false>(config, dev.smem_optin, fn);
+  }
   prepare_tiles<__nv_bfloat16, true>(fp8_config, dev.smem_optin, fn);
   prepare_tiles<__half, true>(fp8_config, dev.smem_optin, fn);
 }
@@ -109,7 +122,9 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   }
 
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
-  if (p.q_dtype == KDTREE_DTYPE_BF16) {
+  if (use_sm90a(dev, fp8)) {
+    p.q_dtype == KDTREE_DTYPE_BF16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
+  } else if (p.q_dtype == KDTREE_DTYPE_BF16) {
     fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);
   } else {
     fp8 ? launch_tiles<__half, true>(a, config, stream) : launch_tiles<__half, false>(a, config, stream);

@@ -6,11 +6,19 @@
 #include <cstdint>
 
 #include "common/mla_dims.hpp"
+#include "common/mma.cuh"
 #include "common/request_rules.hpp"
 #include "kdtree_kernels.h"
 
 namespace kdtree::verify {
 
+
+// Lazy rescale threshold of the online softmax, in base-2 logits: the
+// reference max moves only when a row's max grows by more than this.
+#ifndef KDTREE_RESCALE_LOG2
+#define KDTREE_RESCALE_LOG2 8.f
+#endif
+constexpr float kRescaleLog2 = KDTREE_RESCALE_LOG2;
 
 struct PagedArgs {
   int32_t batch_size;
@@ -119,6 +127,72 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
   *begin = b < num_keys ? b : num_keys;
   const int64_t e = b + chunk;
   *end = e < num_keys ? e : num_keys;
+}
+
+// Address of request key `kk` (request key index) in the KV storage, or
+// nullptr when it must not be read: at or past key_end, or an out-of-range
+// slot (*bad_slot set, flagged by the `report` thread).
+template <class KvElem>
+__device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
+                                                 bool report, bool* bad_slot) {
+  *bad_slot = false;
+  if (kk >= key_end) return nullptr;
+  if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
+    return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;
+  }
+  const int64_t at = req.kv_start + kk;
+  const int64_t slot = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
+                                     : static_cast<const int32_t*>(a.kv_indices)[at];
+  if (slot < 0 || slot >= a.num_slots) {
+    *bad_slot = true;
+    if (report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+    return nullptr;
+  }
+  return static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
+}
+
+// Whether key kk of request b (split keys end at key_end) is visible to the
+// request's query token `token` (-1: a padding row past the request). Tail
+// keys follow the mask; a flagged slot is never visible.
+__device__ __forceinline__ bool key_visible(const PagedArgs& a, const Request& req, int b, int64_t key_end,
+                                            int64_t kk, int token, bool bad_slot) {
+  bool visible = kk < key_end && !bad_slot;
+  if (visible && kk >= req.prefix && token >= 0) {
+    visible = tail_key_visible(a.mask_kind, request_mask(a, b), a.mask_row_bytes, req.prefix, req.q_len, token,
+                               int32_t(kk - req.prefix));
+  }
+  return visible;
+}
+
+// Output dims (dim, dim + 1) of global query row t, head h, already divided
+// by the row's weight: to out when the call has one split, else to split
+// `split`'s partial state (an empty split leaves it unwritten: the merge
+// never reads it).
+__device__ __forceinline__ void store_out_pair(const PagedArgs& a, int64_t t, int h, int split, bool row_empty,
+                                               int dim, float v0, float v1) {
+  if (a.num_splits == 1) {
+    const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim;
+    if (a.out_dtype == KDTREE_DTYPE_F32) {
+      *reinterpret_cast<float2*>(static_cast<float*>(a.out) + at) = make_float2(v0, v1);
+    } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
+      *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(a.out) + at) = pack2<__nv_bfloat16>(v0, v1);
+    } else {
+      *reinterpret_cast<uint32_t*>(static_cast<__half*>(a.out) + at) = pack2<__half>(v0, v1);
+    }
+  } else if (!row_empty) {
+    const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
+    *reinterpret_cast<float2*>(a.partial_out + state * kLatentDim + dim) = make_float2(v0, v1);
+  }
+}
+
+// The row's lse (natural log; -inf when no key was visible) to lse or the
+// split's partial lse.
+__device__ __forceinline__ void store_lse(const PagedArgs& a, int64_t t, int h, int split, float lse) {
+  if (a.num_splits == 1) {
+    if (a.lse != nullptr) a.lse[t * a.num_heads + h] = lse;
+  } else {
+    a.partial_lse[(static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h] = lse;
+  }
 }
 
 }  // namespace kdtree::verify

@@ -102,11 +102,16 @@ static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared mem
 #endif
 
 // fp8 KV runs the small config on every arch: its synchronous convert-on-load
-// does not fit the large or medium config's registers without spilling.
+// does not fit the large or medium config's registers without spilling. With
+// KDTREE_SM90A, sm_90 (built as sm_90a) runs verify_paged_sm90a.cu instead of
+// the large config.
+#ifndef KDTREE_SM90A
+#define KDTREE_SM90A 0
+#endif
 template <class Cfg, bool kKvFp8>
 __host__ __device__ constexpr bool config_built_for(int arch) {
   if constexpr (std::is_same<Cfg, LargeConfig>::value) {
-    return !kKvFp8 && arch >= 900 && arch < 1200 && !KDTREE_FORCE_SM120_CONFIG;
+    return !kKvFp8 && arch >= 900 && arch < 1200 && !(arch == 900 && KDTREE_SM90A) && !KDTREE_FORCE_SM120_CONFIG;
   } else if constexpr (std::is_same<Cfg, MediumConfig>::value) {
     return !kKvFp8 && arch == 800 && !KDTREE_FORCE_SM120_CONFIG;
   } else {

@@ -41,10 +41,6 @@
 namespace kdtree::verify {
 
 constexpr int kChunks = kHeadDim * 2 / 16;  // 16-byte chunks per 576-dim row (72)
-#ifndef KDTREE_RESCALE_LOG2
-#define KDTREE_RESCALE_LOG2 8.f
-#endif
-constexpr float kRescaleLog2 = KDTREE_RESCALE_LOG2;  // lazy rescale threshold, base-2 logits
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][576]
 // tile: the low three chunk bits are XORed with the row, so the 8 rows one
@@ -124,25 +120,6 @@ struct VerifyBlock {
     }
   }
 
-  // Address of key `kk` (request key index) or nullptr when it must not be
-  // read: past the split, or an out-of-range slot (flagged).
-  __device__ const KvElem* key_row(int64_t kk, bool report, bool* bad_slot) const {
-    *bad_slot = false;
-    if (kk >= key_end) return nullptr;
-    if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
-      return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;
-    }
-    const int64_t at = req.kv_start + kk;
-    const int64_t slot = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
-                                       : static_cast<const int32_t*>(a.kv_indices)[at];
-    if (slot < 0 || slot >= a.num_slots) {
-      *bad_slot = true;
-      if (report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
-      return nullptr;
-    }
-    return static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
-  }
-
   // Issues the loads of the KV tile starting at key k0 into `stage`; returns
   // whether one of this thread's keys had an out-of-range slot.
   __device__ bool load_kv(int64_t k0, int stage) const {
@@ -154,7 +131,7 @@ struct VerifyBlock {
       for (int pass = 0; pass < kBlockN / kKeysPerPass; ++pass) {
         const int key = pass * kKeysPerPass + threadIdx.x / 8;
         bool bad;
-        const T* src = key_row(k0 + key, lane8 == 0, &bad);
+        const T* src = key_row<T>(a, req, key_end, k0 + key, lane8 == 0, &bad);
         if (lane8 == 0) bad_key(stage)[key] = bad;
         any_bad |= bad;
         const T* base = static_cast<const T*>(a.kv_cache);
@@ -176,7 +153,7 @@ struct VerifyBlock {
         const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
         if (key >= kBlockN) break;
         bool bad;
-        const uint8_t* src = key_row(k0 + key, part == 0, &bad);
+        const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, part == 0, &bad);
         if (part == 0) bad_key(stage)[key] = bad;
         any_bad |= bad;
 #pragma unroll 1
@@ -330,13 +307,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               if (needs_mask) {
                 const int key_local = key_base + nt * 8 + 2 * c + (e & 1);
                 const int64_t kk = k0 + key_local;
-                const int token = row_token(mt, e >> 1);
-                bool visible = kk < blk.key_end && !(any_bad && blk.bad_key(stage)[key_local]);
-                if (visible && kk >= req.prefix && token >= 0) {
-                  visible = tail_key_visible(a.mask_kind, request_mask(a, b), a.mask_row_bytes, req.prefix,
-                                             req.q_len, token, int32_t(kk - req.prefix));
-                }
-                if (!visible) v = kNegInf;
+                const bool bad = any_bad && blk.bad_key(stage)[key_local];
+                if (!key_visible(a, req, b, blk.key_end, kk, row_token(mt, e >> 1), bad)) v = kNegInf;
               }
               s[mt][nt][e] = v;
             }
@@ -448,7 +420,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       }
     group_sync();
 
-    const bool direct = a.num_splits == 1;
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -468,33 +439,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
         const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
         const int64_t t = req.q_start + token;
-        if (direct) {
-          const int64_t base = t * a.out_stride_token + h * a.out_stride_head + dim_quarter * 128 + 2 * c;
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
-            const float v0 = o_acc[mt][nt][2 * half] / div, v1 = o_acc[mt][nt][2 * half + 1] / div;
-            const int64_t at = base + nt * 8;
-            if (a.out_dtype == KDTREE_DTYPE_F32) {
-              *reinterpret_cast<float2*>(static_cast<float*>(a.out) + at) = make_float2(v0, v1);
-            } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
-              *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(a.out) + at) = pack2<__nv_bfloat16>(v0, v1);
-            } else {
-              *reinterpret_cast<uint32_t*>(static_cast<__half*>(a.out) + at) = pack2<__half>(v0, v1);
-            }
-          }
-          if (a.lse != nullptr && dim_quarter == 0 && c == 0) a.lse[t * a.num_heads + h] = lse;
-        } else {
-          const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
-          if (l != 0.f) {  // an empty split leaves its out unwritten; the merge never reads it
-            float* dst = a.partial_out + state * kLatentDim + dim_quarter * 128 + 2 * c;
-#pragma unroll
-            for (int nt = 0; nt < 16; ++nt) {
-              *reinterpret_cast<float2*>(dst + nt * 8) =
-                  make_float2(o_acc[mt][nt][2 * half] / div, o_acc[mt][nt][2 * half + 1] / div);
-            }
-          }
-          if (dim_quarter == 0 && c == 0) a.partial_lse[state] = lse;
+        for (int nt = 0; nt < 16; ++nt) {
+          store_out_pair(a, t, h, split, l == 0.f, dim_quarter * 128 + nt * 8 + 2 * c, o_acc[mt][nt][2 * half] / div,
+                         o_acc[mt][nt][2 * half + 1] / div);
         }
+        if (dim_quarter == 0 && c == 0) store_lse(a, t, h, split, lse);
       }
   }
 #endif

@@ -160,7 +160,9 @@ int main(int argc, char** argv) {
 def main():
     args = parse_args()
     start = time.time()
-    archs = sorted({int(a) for a in re.split(r"[;,\s]+", args.archs) if a})
+    # "90a" is sm_90 built with its arch-specific features (the wgmma kernel).
+    targets = {int(a.rstrip("a")): a for a in re.split(r"[;,\s]+", args.archs) if a}
+    archs = sorted(targets)
     unknown = [a for a in archs if a not in OPTIN_SMEM_BYTES]
     if unknown:
         sys.exit(f"no opt-in shared memory limit known for sm_{unknown}: add it to OPTIN_SMEM_BYTES")
@@ -176,7 +178,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max(1, args.jobs)) as pool:
         table = pool.submit(verify_configs, args, defines, archs, workdir)
-        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, f"-arch=sm_{j[1]}", j[0]])), jobs))
+        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, f"-arch=sm_{targets[j[1]]}", j[0]])), jobs))
         configs = table.result()
 
     failures = []
