@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # The GPU run (on the lent H200: nvcc, cmake, ninja, python3 with torch/numpy,
 # no cmocka, no internet). Builds build-gpu for sm_90, runs the gpu and cpu
-# tests, compute-sanitizer over every GPU test executable, and bench/bench.py
-# when present. Logs go to $OUT (few files: summary, build, ctest, sanitizer,
-# bench); a short table is printed last: test counts, each python test's
-# pytest outcome with its skip reasons, where SGLang's kernel comes from, the
-# sanitizer totals and the first error of each executable that had one
-# (sanitizer.log keeps every error block, up to 30 lines each).
+# tests, compute-sanitizer over every GPU test executable (with
+# KDTREE_TEST_SANITIZER set: the tests' light mode, every kind of case at
+# smaller counts), and bench/bench.py when present. Logs go to $OUT (few
+# files: summary, build, ctest, sanitizer, bench); a short table is printed
+# last: test counts, each python test's pytest outcome with its skip reasons,
+# where SGLang's kernel comes from, the sanitizer totals and the first error
+# of each executable that had one (sanitizer.log keeps every error block, up
+# to 30 lines each).
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200)
+#   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
+#                     its gpu tests (the portable mma.sync verify path on the H200)
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
-#   SANITIZE_TIMEOUT=s per-executable limit under compute-sanitizer (300)
+#   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
+#   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
 #   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
+#   CTEST=0           skip the ctest runs (a sanitizer-only call on a built tree)
 #   BENCH_ARGS=...    extra arguments for bench/bench.py (e.g. --sweep-splits)
 #   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
 set -uo pipefail
@@ -100,62 +106,113 @@ sanitizer_blocks() {  # <raw compute-sanitizer output>
 
 filter=()
 [ -n "${GPU_TEST_FILTER:-}" ] && filter=(-R "$GPU_TEST_FILTER")
-ctest --test-dir build-gpu -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 > "$OUT/ctest.log" 2>&1
-gpu_result="gpu tests: $(ctest_counts "$OUT/ctest.log")"
-ctest --test-dir build-gpu -L cpu --output-on-failure -j8 --timeout 600 > "$OUT/ctest_cpu.log" 2>&1
-cpu_result="cpu tests: $(ctest_counts "$OUT/ctest_cpu.log")"
-python_result=$(python_outcomes build-gpu/Testing/Temporary/LastTest.log)
-cat "$OUT/ctest_cpu.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_cpu.log"
+gpu_result="" cpu_result="" python_result=""
+: > "$OUT/ctest.log"
+if [ "${CTEST:-1}" = 1 ]; then
+  ctest --test-dir build-gpu -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 > "$OUT/ctest.log" 2>&1
+  gpu_result="gpu tests: $(ctest_counts "$OUT/ctest.log")"
+  ctest --test-dir build-gpu -L cpu --output-on-failure -j8 --timeout 600 > "$OUT/ctest_cpu.log" 2>&1
+  cpu_result="cpu tests: $(ctest_counts "$OUT/ctest_cpu.log")"
+  python_result=$(python_outcomes build-gpu/Testing/Temporary/LastTest.log)
+  cat "$OUT/ctest_cpu.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_cpu.log"
+fi
 build-gpu/kdtree-info >> "$summary" 2>&1 || note "kdtree-info: FAILED"
 
-sm120_result=""
-if [ "${SM120_CONFIG:-0}" = 1 ]; then
-  if configure_and_build build-gpu-sm120cfg -DKDTREE_FORCE_SM120_CONFIG=ON; then
-    ctest --test-dir build-gpu-sm120cfg -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 \
-      > "$OUT/ctest_sm120cfg.log" 2>&1
-    sm120_result="gpu tests (sm120 config forced): $(ctest_counts "$OUT/ctest_sm120cfg.log")"
-    cat "$OUT/ctest_sm120cfg.log" >> "$OUT/ctest.log" && rm -f "$OUT/ctest_sm120cfg.log"
+# A second configuration (one extra CMake flag): builds it, runs its gpu
+# tests, appends their log to ctest.log and prints the summary line.
+extra_config_gpu_tests() {  # <build dir> <what it forces> <cmake args...>
+  local dir=$1 what=$2; shift 2
+  local log=$OUT/ctest_$dir.log
+  if configure_and_build "$dir" "$@"; then
+    ctest --test-dir "$dir" -L gpu "${filter[@]}" --output-on-failure -j4 --timeout 600 > "$log" 2>&1
+    echo "gpu tests ($what): $(ctest_counts "$log")"
+    cat "$log" >> "$OUT/ctest.log" && rm -f "$log"
   else
-    sm120_result="build-gpu-sm120cfg: BUILD FAILED"
+    echo "$dir: BUILD FAILED"
   fi
+}
+
+sm120_result="" portable_result=""
+if [ "${SM120_CONFIG:-0}" = 1 ]; then
+  sm120_result=$(extra_config_gpu_tests build-gpu-sm120cfg "sm120 config forced" -DKDTREE_FORCE_SM120_CONFIG=ON)
+fi
+if [ "${PORTABLE_CHECK:-0}" = 1 ]; then
+  portable_result=$(extra_config_gpu_tests build-gpu-portable "portable mma.sync path, KDTREE_SM90A=OFF" \
+                    -DKDTREE_SM90A=OFF)
 fi
 
-# compute-sanitizer over each GPU test executable.
+# compute-sanitizer over each GPU test executable: one job per tool x
+# executable, SANITIZE_JOBS at a time, each with its own raw log. The
+# accounting then reads the logs in tool, executable order, so sanitizer.log
+# reads as if the jobs had run one after the other.
+sanitize_timeout=${SANITIZE_TIMEOUT:-300}
+sanitize_jobs=${SANITIZE_JOBS:-6}
+sanitize_one() {  # <tool> <executable> <raw log>; writes "<exit code> <seconds>" to <raw log>.rc
+  local tool=$1 exe=$2 raw=$3 start=$SECONDS rc
+  local extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full --padding 64)
+  KDTREE_TEST_SANITIZER=1 timeout -k 10 "$sanitize_timeout" \
+    compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" > "$raw" 2>&1
+  rc=$?
+  echo "$rc $(( SECONDS - start ))" > "$raw.rc"
+}
+
 sanitizer_rows=()
 sanitizer_failures=()
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   tools=(memcheck)
   [ "${FULL_SANITIZE:-0}" = 1 ] && tools+=(racecheck initcheck synccheck)
+  exes=()
+  for exe in build-gpu/tests/gpu_test_*; do
+    [ -x "$exe" ] || continue
+    if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
+    exes+=("$exe")
+  done
+  raw_dir=$(mktemp -d "$OUT/sanitizer.XXXXXX")
+  raw_log() { echo "$raw_dir/$1.$(basename "$2")"; }  # <tool> <executable>
+
+  # racecheck's jobs are the longest: they start first, not last.
+  launch_order=()
+  [[ " ${tools[*]} " == *" racecheck "* ]] && launch_order=(racecheck)
+  for tool in "${tools[@]}"; do [ "$tool" != racecheck ] && launch_order+=("$tool"); done
+  campaign_start=$SECONDS
+  for tool in "${launch_order[@]}"; do
+    for exe in "${exes[@]}"; do
+      while [ "$(jobs -rp | wc -l)" -ge "$sanitize_jobs" ]; do wait -n; done
+      sanitize_one "$tool" "$exe" "$(raw_log "$tool" "$exe")" &
+    done
+  done
+  wait
+  campaign_seconds=$(( SECONDS - campaign_start ))
+
   : > "$OUT/sanitizer.log"
   for tool in "${tools[@]}"; do
     errors=0 runs=0
-    for exe in build-gpu/tests/gpu_test_*; do
-      [ -x "$exe" ] || continue
-      if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
-      extra=()
-      [ "$tool" = memcheck ] && extra=(--leak-check full --padding 64)
+    for exe in "${exes[@]}"; do
+      raw=$(raw_log "$tool" "$exe")
+      # 125: the job left no exit code (it was killed before writing it).
+      read -r rc seconds < "$raw.rc" 2>/dev/null || { rc=125; seconds=0; }
       echo "=== $tool $exe" >> "$OUT/sanitizer.log"
-      timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$exe" \
-        > "$OUT/sanitizer.tmp" 2>&1
-      rc=$?
-      sanitizer_blocks "$OUT/sanitizer.tmp" >> "$OUT/sanitizer.log"
-      n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitizer.tmp" | awk '{s+=$3} END {print s+0}')
+      sanitizer_blocks "$raw" >> "$OUT/sanitizer.log"
+      n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$raw" | awk '{s+=$3} END {print s+0}')
       [ "$rc" = 99 ] && [ "$n" = 0 ] && n=1
-      [ "$rc" = 124 ] && echo "timed out after ${SANITIZE_TIMEOUT:-300} s" >> "$OUT/sanitizer.log"
+      [ "$rc" = 124 ] && echo "timed out after $sanitize_timeout s" >> "$OUT/sanitizer.log"
       if [ "$rc" != 0 ] && [ "$rc" != 99 ] && [ "$rc" != 124 ]; then  # the test itself failed
         echo "--- last lines of the program's own output:" >> "$OUT/sanitizer.log"
-        grep -v "^=========" "$OUT/sanitizer.tmp" | tail -15 >> "$OUT/sanitizer.log"
+        grep -v "^=========" "$raw" | tail -15 >> "$OUT/sanitizer.log"
       fi
-      echo "exit $rc, $n errors" >> "$OUT/sanitizer.log"
+      echo "exit $rc, $n errors, $seconds s" >> "$OUT/sanitizer.log"
       if [ "$n" != 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 99 ]; }; then
-        first=$(grep -E "^========= [^ ]" "$OUT/sanitizer.tmp" | grep -v "COMPUTE-SANITIZER\|SUMMARY" | head -1 | cut -c11-160)
+        first=$(grep -E "^========= [^ ]" "$raw" | grep -v "COMPUTE-SANITIZER\|SUMMARY" | head -1 | cut -c11-160)
         sanitizer_failures+=("$tool $(basename "$exe"): exit $rc, $n errors${first:+: $first}")
       fi
       errors=$(( errors + n )); runs=$(( runs + 1 ))
     done
     sanitizer_rows+=("$(printf '%-10s %3d executables %5d errors' "$tool" "$runs" "$errors")")
   done
-  rm -f "$OUT/sanitizer.tmp"
+  sanitizer_rows+=("$(printf '%-10s %3d jobs, %d at a time, %d s' wall \
+                     $(( ${#tools[@]} * ${#exes[@]} )) "$sanitize_jobs" "$campaign_seconds")")
+  rm -rf "$raw_dir"
 fi
 
 bench_result=""
@@ -173,10 +230,11 @@ fi
 
 {
   echo "================ gpu_check summary ================"
-  echo "$gpu_result"
-  echo "$cpu_result"
+  [ -n "$gpu_result" ] && echo "$gpu_result"
+  [ -n "$cpu_result" ] && echo "$cpu_result"
   [ -n "$sm120_result" ] && echo "$sm120_result"
-  echo "$python_result"
+  [ -n "$portable_result" ] && echo "$portable_result"
+  [ -n "$python_result" ] && echo "$python_result"
   echo "$sglang_note"
   for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done
   for row in "${sanitizer_failures[@]}"; do echo "  $row (sanitizer.log)"; done

@@ -14,6 +14,10 @@
 //  - capture: copy + remap captured once (global mode), replayed with two
 //    different plans written into the same buffers.
 //  - sort: kdtree_sort_slots against std::sort, counts 0, 1, 2, ... 200k.
+// Under a sanitizer (light mode): copy pools of half the slots with plans of
+// at most 200 moves (600), a capture pool of 1000 slots (4000) with plans of
+// 200 and 750 moves (700 and 3000), sort counts up to 20k (200k); every
+// copy case, index dtype, remap and protocol case still runs.
 // Exits 77 (skipped) without a GPU.
 #include <cuda_runtime.h>
 
@@ -246,10 +250,11 @@ void test_copy(std::mt19937_64& rng) {
       {16, 16, KDTREE_DTYPE_INT32, true, false, 61},
   };
   for (const Case& c : cases) {
-    const int64_t num_slots = c.row_bytes >= 2048 ? 1024 : c.row_bytes >= 1000 ? 2048 : 4096;
+    const int64_t full_slots = c.row_bytes >= 2048 ? 1024 : c.row_bytes >= 1000 ? 2048 : 4096;
+    const int64_t num_slots = kdtest::scaled(full_slots, full_slots / 2);
     Layers L = make_layers(rng, c.num_layers, num_slots, c.stride, c.skewed);
     Pool pool = random_pool(rng, num_slots, 40, 80, num_slots / 4);
-    Plan plan = plan_pool(pool, 600);
+    Plan plan = plan_pool(pool, kdtest::scaled<int64_t>(600, 200));
     const int64_t planned = static_cast<int64_t>(plan.src.size());
     CHECK(planned > 0);
     // Two out-of-range moves, flagged and skipped.
@@ -668,7 +673,9 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
 // ------------------------------------------------------------------------
 
 void test_graph_capture(std::mt19937_64& rng) {
-  const int64_t num_slots = 4000, row_bytes = 1152, max_moves = 3000;
+  const int64_t num_slots = kdtest::scaled<int64_t>(4000, 1000), row_bytes = 1152,
+                max_moves = kdtest::scaled<int64_t>(3000, 750);
+  const int64_t first_budget = kdtest::scaled<int64_t>(700, 200);
   Layers L = make_layers(rng, 61, num_slots, row_bytes, false);
   int32_t *d_src = nullptr, *d_dst = nullptr;
   CUDA_CHECK(cudaMalloc(&d_src, max_moves * 4));
@@ -696,7 +703,7 @@ void test_graph_capture(std::mt19937_64& rng) {
 
   for (int round = 0; round < 2; ++round) {
     // Plan on the current pool; write the plan into the captured buffers.
-    Plan plan = plan_pool(pool, round == 0 ? 700 : max_moves);
+    Plan plan = plan_pool(pool, round == 0 ? first_budget : max_moves);
     const int64_t n = static_cast<int64_t>(plan.src.size());
     CHECK(n > 0 && n <= max_moves);
     std::vector<int32_t> src(plan.src.begin(), plan.src.end()), dst(plan.dst.begin(), plan.dst.end());
@@ -731,7 +738,8 @@ void test_graph_capture(std::mt19937_64& rng) {
 
 void test_sort(std::mt19937_64& rng) {
   for (int32_t dtype : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
-    for (int64_t count : {0, 1, 2, 3, 1000, 200000}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{1000},
+                          kdtest::scaled<int64_t>(200000, 20000)}) {
       for (int64_t num_slots : {int64_t{1} << 22, count + 5, int64_t{3000000000}}) {
         if (dtype == KDTREE_DTYPE_INT32 && num_slots > (int64_t{1} << 31)) continue;
         std::vector<int64_t> slots(count);
@@ -757,7 +765,7 @@ void test_sort(std::mt19937_64& rng) {
       }
     }
   }
-  std::printf("  sort: int32/int64, counts 0..200000 ok\n");
+  std::printf("  sort: int32/int64, counts 0..%lld ok\n", (long long)kdtest::scaled<int64_t>(200000, 20000));
 }
 
 }  // namespace
@@ -768,6 +776,9 @@ int main() {
     std::printf("no CUDA device: skipped\n");
     return 77;
   }
+  kdtest::announce_light("test_defrag",
+                         "copy pools of half the slots, plans <= 200 moves, capture pool 1000 slots, "
+                         "sort counts <= 20k");
   std::mt19937_64 rng(20261129);
   test_copy(rng);
   test_remap(rng);

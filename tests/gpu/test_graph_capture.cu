@@ -4,6 +4,8 @@
 // then refilled with new lengths, indices and masks (same host fields:
 // batch size, max_q_len, total_q, H, num_slots, sm_scale, max_kv_len) and
 // the same graph, replayed, must equal an eager call on the new contents.
+// Under a sanitizer (light mode): one refill instead of two, prefixes up to
+// 600 instead of 3000, a 250-key contiguous case instead of 1000.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -31,22 +33,23 @@ cudaGraphExec_t capture(cudaStream_t stream, Enqueue enqueue) {
 
 PagedSpec graph_spec(Rng& rng, int32_t mask_kind, int32_t tail_source) {
   // Host bounds shared by every refill: B = 3, max_q_len = 32, total_q = 40.
+  const int64_t max_prefix = scaled<int64_t>(3000, 600);
   PagedSpec s;
   const int q0 = int(rng.range(1, 32));
   const int q1 = int(rng.range(1, std::min(32, 40 - q0 - 1)));
   const int q2 = int(rng.range(0, std::min(32, 40 - q0 - q1)));
   s.q_lens = {q0, q1, q2};
   s.extra_rows = 40 - q0 - q1 - q2;
-  s.prefixes = {rng.range(0, 3000), rng.range(0, 3000), rng.range(0, 3000)};
+  s.prefixes = {rng.range(0, max_prefix), rng.range(0, max_prefix), rng.range(0, max_prefix)};
   s.max_q_len = 32;
   s.num_heads = 16;
   s.mask_kind = mask_kind;
   s.tail_source = tail_source;
-  s.num_slots = 3 * (3000 + 32) + 50;
-  s.max_kv_len = 3000 + 32;
+  s.num_slots = 3 * (max_prefix + 32) + 50;
+  s.max_kv_len = max_prefix + 32;
   s.sm_scale = 0.05f;
-  s.reserve_indices = 3 * (3000 + 32);
-  s.reserve_mask_bytes = 3 * 32 * (3000 + 32);
+  s.reserve_indices = 3 * (max_prefix + 32);
+  s.reserve_mask_bytes = 3 * 32 * (max_prefix + 32);
   return s;
 }
 
@@ -61,7 +64,8 @@ void paged_replay(Report& report, Entry entry, int num_splits, int32_t mask_kind
   });
   const std::string what = std::string(entry_name(entry)) + " splits=" + std::to_string(num_splits) +
                            " mask=" + std::to_string(mask_kind) + " tail=" + std::to_string(tail_source);
-  for (int refill = 0; refill < 3; ++refill) {
+  const int fills = scaled(3, 2);  // the first fill, then refills
+  for (int refill = 0; refill < fills; ++refill) {
     if (refill > 0) problem.refill(graph_spec(rng, mask_kind, tail_source), rng);
     PagedResult eager = problem.run_device(entry, num_splits, stream);
     CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -82,7 +86,7 @@ void contiguous_replay(Report& report, Rng& rng) {
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int q_len = 16, heads = 16;
-  const int64_t kv_len = 16 + 1000;
+  const int64_t kv_len = 16 + scaled<int64_t>(1000, 250);
   std::vector<float> q(size_t(q_len) * heads * 576), kv(size_t(kv_len) * 576);
   for (float& x : q) x = rng.uniform(-2.0f, 2.0f);
   for (float& x : kv) x = rng.uniform(-2.0f, 2.0f);
@@ -174,6 +178,7 @@ int main() {
   KDTREE_CHECK(kdtree_prepare(0));  // kernel attributes before any capture
   Rng rng(test_seed());
   Report report("test_graph_capture");
+  announce_light("test_graph_capture", "1 refill instead of 2, prefixes <= 600 instead of 3000, contiguous kv 266");
   for (int32_t mask : {KDTREE_MASK_CAUSAL, KDTREE_MASK_TREE_BITS, KDTREE_MASK_SGLANG_FULL}) {
     const int32_t tail = mask == KDTREE_MASK_SGLANG_FULL ? KDTREE_TAIL_FROM_EXTEND : KDTREE_TAIL_FROM_INDICES;
     paged_replay(report, Entry::kOracle, 0, mask, tail, rng);

@@ -10,6 +10,9 @@
 //    mode), instantiated, replayed once and destroyed 200 times; device free
 //    memory (cudaMemGetInfo) after the loop is within 4 MB of before, and
 //    every replay equals the eager call bitwise.
+//
+// Under a sanitizer (light mode): 4 determinism runs on prefixes near 1024,
+// 2 x 25 capture rounds on prefixes near 250; both checks keep their form.
 #include <cstdio>
 #include <string>
 
@@ -23,14 +26,15 @@ namespace {
 PagedSpec split_k_spec() {
   PagedSpec s;
   s.q_lens = {16, 16, 16, 16};
-  s.prefixes = {4096, 4000, 4090, 3900};
+  s.prefixes = scaled<std::vector<int64_t>>({4096, 4000, 4090, 3900}, {1024, 1000, 1022, 975});
   s.num_heads = 16;
   s.mask_kind = KDTREE_MASK_TREE_DENSE;
   return s;
 }
 
 void determinism(Report& report, Rng& rng) {
-  constexpr int kRepeats = 1000, kSplits = 8;
+  const int repeats = scaled(1000, 4);
+  constexpr int kSplits = 8;
   PagedProblem problem(split_k_spec(), rng);
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -42,14 +46,14 @@ void determinism(Report& report, Rng& rng) {
   report.check(first.flag == 0 && first.guards_ok, "determinism: flag raised or guard band changed");
 
   int differing = 0;
-  for (int repeat = 1; repeat < kRepeats; ++repeat) {
+  for (int repeat = 1; repeat < repeats; ++repeat) {
     const PagedResult again = problem.run_device(Entry::kProduction, kSplits, stream);
     differing += again.out_bytes != first.out_bytes || again.lse_bytes != first.lse_bytes;
   }
   report.add_case();
-  report.check(differing == 0, "determinism: " + std::to_string(differing) + " of " + std::to_string(kRepeats - 1) +
+  report.check(differing == 0, "determinism: " + std::to_string(differing) + " of " + std::to_string(repeats - 1) +
                                    " repeats differ bitwise (splits=8)");
-  std::printf("determinism: %d runs of kdtree_verify_paged (splits=%d), %d differ\n", kRepeats, kSplits, differing);
+  std::printf("determinism: %d runs of kdtree_verify_paged (splits=%d), %d differ\n", repeats, kSplits, differing);
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
@@ -60,10 +64,11 @@ size_t free_bytes() {
 }
 
 void capture_without_growth(Report& report, Rng& rng) {
-  constexpr int kCaptures = 200, kSplits = 8;
+  const int captures = scaled(200, 25);
+  constexpr int kSplits = 8;
   constexpr size_t kSlackBytes = size_t(4) << 20;
   PagedSpec spec = split_k_spec();
-  spec.prefixes = {1000, 700, 1200, 900};
+  spec.prefixes = scaled<std::vector<int64_t>>({1000, 700, 1200, 900}, {250, 175, 300, 225});
   PagedProblem problem(spec, rng);
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -90,11 +95,11 @@ void capture_without_growth(Report& report, Rng& rng) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   int differing = 0;
-  for (int round = 0; round < kCaptures; ++round) differing += !capture_replay_destroy();
+  for (int round = 0; round < captures; ++round) differing += !capture_replay_destroy();
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaDeviceGraphMemTrim(device));
   const size_t before = free_bytes();
-  for (int round = 0; round < kCaptures; ++round) differing += !capture_replay_destroy();
+  for (int round = 0; round < captures; ++round) differing += !capture_replay_destroy();
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaDeviceGraphMemTrim(device));
   const size_t after = free_bytes();
@@ -103,9 +108,9 @@ void capture_without_growth(Report& report, Rng& rng) {
   report.check(differing == 0, "graphs: " + std::to_string(differing) + " replays differ from eager");
   report.add_case();
   report.check(after + kSlackBytes >= before, "graphs: free memory shrank by " + std::to_string(shrink_mb) +
-                                                  " MB over the second " + std::to_string(kCaptures) + " captures");
+                                                  " MB over the second " + std::to_string(captures) + " captures");
   std::printf("graphs: 2 x %d capture/instantiate/replay/destroy rounds, free memory change over the second %d: %.2f MB\n",
-              kCaptures, kCaptures, -shrink_mb);
+              captures, captures, -shrink_mb);
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
@@ -116,6 +121,8 @@ int main() {
   KDTREE_CHECK(kdtree_prepare(0));
   Rng rng(test_seed());
   Report report("test_hardening");
+  announce_light("test_hardening",
+                 "4 determinism runs instead of 1000, 2 x 25 captures instead of 2 x 200, prefixes / 4");
   determinism(report, rng);
   capture_without_growth(report, rng);
   return report.finish();

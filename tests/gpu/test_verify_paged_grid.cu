@@ -5,7 +5,11 @@
 // stay untouched, and no flag is raised.
 //
 // Cost is the fp64 host reference: most cases are small; a few reach a
-// 128k prefix with few heads.
+// 128k prefix with few heads. Under a sanitizer (light mode) the random grid
+// runs a pairwise cover of its four axes (15 of 120 combinations: every
+// mask kind with every kv dtype, each also meeting both tail sources and
+// both index dtypes), prefixes up to 256 instead of 1024, and the long
+// prefixes are cut 8x (16k and 8k/2.5k); the fixed edge cases all run.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,6 +57,13 @@ void check_case(Report& report, const PagedSpec& spec, const std::vector<int>& s
   }
 }
 
+// Light mode's pairwise cover: with mask m (0-4) and kv dtype k (0-2) the
+// tail source is (m + k) % 2 and the index dtype (m + [k == 2]) % 2, so every
+// pair of values of any two axes occurs at least once.
+bool in_light_cover(int mask, int tail, int index, int kv) {
+  return tail == (mask + kv) % 2 && index == (mask + (kv == 2)) % 2;
+}
+
 std::vector<int> some_splits(Rng& rng) {
   return {0, 1, int(rng.range(2, 8)), rng.pick(std::vector<int>{16, 32, 64, 128})};
 }
@@ -63,17 +74,25 @@ int main() {
   require_gpu_or_skip("test_verify_paged_grid");
   Rng rng(test_seed());
   Report report("test_verify_paged_grid");
+  announce_light("test_verify_paged_grid",
+                 "15 of 120 grid combinations (pairwise cover), prefixes <= 256, long prefixes 16k and 8k");
+  const int64_t grid_prefix = scaled<int64_t>(1024, 256);
 
   // Every mask kind x tail source x index dtype x kv dtype, small ragged batches.
+  const int32_t kv_dtypes[] = {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3};
   for (int32_t mask = KDTREE_MASK_NONE; mask <= KDTREE_MASK_SGLANG_FULL; ++mask)
-    for (int32_t tail : {KDTREE_TAIL_FROM_INDICES, KDTREE_TAIL_FROM_EXTEND})
-      for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64})
-        for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
+    for (int tail_at = 0; tail_at < 2; ++tail_at)
+      for (int index_at = 0; index_at < 2; ++index_at)
+        for (int kv_at = 0; kv_at < 3; ++kv_at) {
+          if (sanitizer_light() && !in_light_cover(mask, tail_at, index_at, kv_at)) continue;
+          const int32_t tail = tail_at == 0 ? KDTREE_TAIL_FROM_INDICES : KDTREE_TAIL_FROM_EXTEND;
+          const int32_t index = index_at == 0 ? KDTREE_DTYPE_INT32 : KDTREE_DTYPE_INT64;
+          const int32_t kv = kv_dtypes[kv_at];
           PagedSpec s;
           int batch = int(rng.range(1, 3));
           for (int b = 0; b < batch; ++b) {
             s.q_lens.push_back(int(rng.range(1, 32)));
-            s.prefixes.push_back(rng.range(0, 1024));
+            s.prefixes.push_back(rng.range(0, grid_prefix));
           }
           s.num_heads = rng.pick(std::vector<int>{1, 8, 16});
           s.mask_kind = mask;
@@ -111,7 +130,7 @@ int main() {
   {
     PagedSpec s;  // S1-like: one 128k-token EAGLE tree
     s.q_lens = {16};
-    s.prefixes = {131072};
+    s.prefixes = {scaled<int64_t>(131072, 16384)};
     s.num_heads = 16;
     s.mask_kind = KDTREE_MASK_TREE_DENSE;
     check_case(report, s, {0, 1, 64}, rng);
@@ -119,7 +138,7 @@ int main() {
   {
     PagedSpec s;
     s.q_lens = {8, 3};
-    s.prefixes = {65536, 20000};
+    s.prefixes = scaled<std::vector<int64_t>>({65536, 20000}, {8192, 2500});
     s.num_heads = 1;
     s.kv_dtype = KDTREE_DTYPE_FP8_E4M3;
     s.kv_scale = 0.05f;

@@ -33,6 +33,18 @@ void require_gpu_or_skip(const char* test_name) {
   }
 }
 
+bool sanitizer_light() {
+  static const bool light = [] {
+    const char* env = std::getenv("KDTREE_TEST_SANITIZER");
+    return env != nullptr && env[0] != '\0';
+  }();
+  return light;
+}
+
+void announce_light(const char* test_name, const char* what) {
+  if (sanitizer_light()) std::printf("%s: light mode (KDTREE_TEST_SANITIZER): %s\n", test_name, what);
+}
+
 uint64_t test_seed() {
   static const uint64_t seed = [] {
     if (const char* env = std::getenv("KDTREE_TEST_SEED")) return uint64_t(std::strtoull(env, nullptr, 0));

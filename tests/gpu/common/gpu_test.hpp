@@ -29,6 +29,19 @@ void check_status(kdtree_status status, const char* expr, const char* file, int 
 // Exits 77 (ctest: skipped) when there is no usable CUDA device.
 void require_gpu_or_skip(const char* test_name);
 
+// ---- light mode under compute-sanitizer ----
+// scripts/gpu_check.sh sets KDTREE_TEST_SANITIZER for its compute-sanitizer
+// runs, where kernels run 10-1000x slower. The tests then keep every kind of
+// case (mask kinds, dtypes, tail sources, edge and error cases) and shrink
+// only what adds repetitions: counts, repeats, prefix lengths. Without the
+// variable the full counts run.
+bool sanitizer_light();
+// n_full normally, n_light under a sanitizer.
+template <class T>
+T scaled(T n_full, T n_light) { return sanitizer_light() ? n_light : n_full; }
+// Under a sanitizer prints "<test>: light mode (KDTREE_TEST_SANITIZER): <what>".
+void announce_light(const char* test_name, const char* what);
+
 // splitmix64: fast enough to fill 128k-slot caches, seeded from
 // KDTREE_TEST_SEED or the clock (the seed is printed by Report).
 class Rng {
