@@ -166,9 +166,6 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     cp_async_wait<0>();
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     const bool any_bad = __syncthreads_or(pending_bad);  // tile landed; previous P V done
-    pending_bad = false;
-    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
-    cp_async_commit();
 
     // ---- 1. S = Q K^T: 64 rows x this warpgroup's 32 keys ----
     const uint32_t kv = base + kOffKv + stage * kTileBytes;
@@ -186,6 +183,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       }
     }
     wgmma_commit();
+    // The next tile's gather (slot-id reads, then cp.async) overlaps the QK
+    // wgmma instead of delaying its issue.
+    pending_bad = false;
+    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
+    cp_async_commit();
     wgmma_wait<0>();
 
     const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
