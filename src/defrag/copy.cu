@@ -28,6 +28,25 @@
 // every layer and flagged once (by its layer-0 task); its rows are never
 // addressed. Offsets are 64-bit. Sources are read through the non-coherent
 // path: the header requires destinations disjoint from every source.
+//
+// Variants (issue 4; compile-time macros, defaults = the kernel above; see
+// docs/perf_notes.md "defrag copy, session 3" and scripts/defrag_sweep.sh):
+//   KDTREE_DEFRAG_ROWS           rows a warp has in flight = layers per task (3)
+//   KDTREE_DEFRAG_PASSES         16-byte units per lane per row in flight (3)
+//   KDTREE_DEFRAG_BLOCKS_PER_SM  the register budget's occupancy target (4)
+//   KDTREE_DEFRAG_STORE_CS       1: evict-first stores, 0: default stores (1)
+//   KDTREE_DEFRAG_TMA            1: the bulk-copy path below on sm_90+ (0)
+//   KDTREE_DEFRAG_TMA_WARPS / _STAGES   its pipes per block / stages per pipe
+// Bulk-copy path (TMA engine, sm_90+). Each warp's lane 0 is a pipe that owns
+// a contiguous range of the (move, layer, chunk) items, move-major, so it
+// reads each move's slots once (the next move's prefetched) and the ranges
+// differ by at most one item. A chunk is a whole row up to the stage size
+// (1152 B rows: one item). The pipe keeps STAGES - 1 bulk loads global ->
+// shared in flight (one mbarrier per stage) and stores each landed stage
+// with one bulk store shared -> global; a stage is refilled once the bulk
+// store before last has read it. It runs when the host found the rows fit
+// the fast path and every layer base is 16-byte aligned (checked per warp
+// on the device); otherwise the grid runs the warp tasks above.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,6 +56,28 @@
 #include "common/device.hpp"
 #include "defrag/defrag_launch.hpp"
 
+#ifndef KDTREE_DEFRAG_ROWS
+#define KDTREE_DEFRAG_ROWS 3
+#endif
+#ifndef KDTREE_DEFRAG_PASSES
+#define KDTREE_DEFRAG_PASSES 3
+#endif
+#ifndef KDTREE_DEFRAG_BLOCKS_PER_SM
+#define KDTREE_DEFRAG_BLOCKS_PER_SM 4
+#endif
+#ifndef KDTREE_DEFRAG_STORE_CS
+#define KDTREE_DEFRAG_STORE_CS 1
+#endif
+#ifndef KDTREE_DEFRAG_TMA
+#define KDTREE_DEFRAG_TMA 0
+#endif
+#ifndef KDTREE_DEFRAG_TMA_WARPS
+#define KDTREE_DEFRAG_TMA_WARPS 4
+#endif
+#ifndef KDTREE_DEFRAG_TMA_STAGES
+#define KDTREE_DEFRAG_TMA_STAGES 8
+#endif
+
 namespace kdtree::defrag {
 namespace {
 
@@ -44,9 +85,24 @@ constexpr int kThreads = 256;
 // Resident blocks per SM the register budget is held to: 32 warps at 64
 // registers, of which 36 stage data (3 rows x 3 passes x uint4). 61 layers
 // make 21 tasks per move, the last with one row.
-constexpr int kBlocksPerSm = 4;
-constexpr int kLayersPerTask = 3;
-constexpr int kPasses = 3;
+constexpr int kBlocksPerSm = KDTREE_DEFRAG_BLOCKS_PER_SM;
+constexpr int kLayersPerTask = KDTREE_DEFRAG_ROWS;
+constexpr int kPasses = KDTREE_DEFRAG_PASSES;
+static_assert(kLayersPerTask >= 1 && kLayersPerTask <= 8, "KDTREE_DEFRAG_ROWS: 1..8");
+static_assert(kPasses >= 1 && kPasses <= 8, "KDTREE_DEFRAG_PASSES: 1..8");
+static_assert(kBlocksPerSm >= 1 && kBlocksPerSm <= 8, "KDTREE_DEFRAG_BLOCKS_PER_SM: 1..8");
+
+// The bulk-copy path: pipes (warps) per block and stages per pipe. Shared
+// memory per block stays within the default 48 KB (no opt-in attribute): a
+// stage holds a whole row up to kTmaStageCap bytes, longer rows go in chunks.
+constexpr int kTmaWarps = KDTREE_DEFRAG_TMA_WARPS;
+constexpr int kTmaStages = KDTREE_DEFRAG_TMA_STAGES;
+// Per pipe: mbarriers, destination addresses and sizes of its stages.
+constexpr int kTmaMetaBytes = (kTmaStages * 20 + 127) / 128 * 128;
+constexpr int64_t kTmaStageCap =
+    ((48 * 1024) / kTmaWarps - kTmaMetaBytes) / kTmaStages / 16 * 16;
+static_assert(kTmaStages >= 2 && kTmaWarps >= 1 && kTmaStageCap >= 16,
+              "KDTREE_DEFRAG_TMA_WARPS x KDTREE_DEFRAG_TMA_STAGES leave no stage room");
 
 struct CopyArgs {
   const uint64_t* layer_base;
@@ -64,6 +120,9 @@ struct CopyArgs {
   int32_t stride_tasks;    // grid stride in tasks = stride_moves * tasks_per_move
   int64_t stride_moves;    //                       + stride_tasks (< tasks_per_move)
   int32_t warp_rows;       // the fast path applies (see copy_task)
+  int32_t chunks_per_row;  // bulk-copy path: ceil(row_bytes / stage_bytes)
+  int64_t stage_bytes;     // bulk-copy path: bytes of one stage (multiple of 16)
+  int64_t pipe_smem_bytes; // bulk-copy path: shared memory of one pipe
 };
 
 // Streaming accesses: loads skip L1, stores are evict-first in L2.
@@ -86,10 +145,16 @@ __device__ __forceinline__ uint32_t load_stream(const uint32_t* p) {
 }
 __device__ __forceinline__ uint8_t load_stream(const uint8_t* p) { return __ldg(p); }
 
-__device__ __forceinline__ void store_stream(uint4* p, uint4 v) { __stcs(p, v); }
-__device__ __forceinline__ void store_stream(uint2* p, uint2 v) { __stcs(p, v); }
-__device__ __forceinline__ void store_stream(uint32_t* p, uint32_t v) { __stcs(p, v); }
-__device__ __forceinline__ void store_stream(uint8_t* p, uint8_t v) { __stcs(p, v); }
+// KDTREE_DEFRAG_STORE_CS=0 tests whether evict-first stores cost DRAM write
+// locality (hypothesis H4 of the perf notes).
+template <class Unit>
+__device__ __forceinline__ void store_stream(Unit* p, Unit v) {
+  if constexpr (KDTREE_DEFRAG_STORE_CS != 0) {
+    __stcs(p, v);
+  } else {
+    *p = v;
+  }
+}
 
 // The fast path: kRows rows (layer bases base[r]) of `units` 16-byte units
 // (units < 2^31), a full warp per row. Lane `lane` takes units lane + 32 p of
@@ -135,6 +200,19 @@ __device__ __forceinline__ void copy_rows_warp(const uint64_t (&base)[kLayersPer
   }
 }
 
+// copy_rows_warp<rows> for a task's row count 1..kRows (the last task of a
+// move may be short): one branch per count.
+template <int kRows>
+__device__ __forceinline__ void copy_rows_warp_upto(int rows, const uint64_t (&base)[kLayersPerTask],
+                                                    uint64_t src_offset, uint64_t dst_offset,
+                                                    int units, int lane) {
+  if (rows == kRows) {
+    copy_rows_warp<kRows>(base, src_offset, dst_offset, units, lane);
+  } else if constexpr (kRows > 1) {
+    copy_rows_warp_upto<kRows - 1>(rows, base, src_offset, dst_offset, units, lane);
+  }
+}
+
 // Any other row: `units` Units by `lanes` threads, kPasses loads per lane
 // before its stores.
 template <class Unit>
@@ -173,6 +251,10 @@ __device__ __forceinline__ void copy_row_aligned(const char* from, char* to, int
   }
 }
 
+__device__ __forceinline__ bool slots_in_range(const CopyArgs& a, int64_t src, int64_t dst) {
+  return src >= 0 && src < a.num_slots && dst >= 0 && dst < a.num_slots;
+}
+
 // One task: move src -> dst in layers [layer0, layer0 + kLayersPerTask).
 // When the host found the rows fit the fast path (a.warp_rows: a full warp
 // per row, row_bytes and the slot stride multiples of 16) and every layer
@@ -180,8 +262,7 @@ __device__ __forceinline__ void copy_row_aligned(const char* from, char* to, int
 // at a time at the widest unit their alignment allows.
 __device__ __forceinline__ void copy_task(const CopyArgs& a, int64_t src, int64_t dst, int layer0,
                                           int lane, int lanes) {
-  static_assert(kLayersPerTask == 3, "the fast path has one branch per row count");
-  if (src < 0 || src >= a.num_slots || dst < 0 || dst >= a.num_slots) {
+  if (!slots_in_range(a, src, dst)) {
     if (layer0 == 0 && lane == 0 && a.error_flag != nullptr) {
       atomicOr(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
     }
@@ -202,13 +283,7 @@ __device__ __forceinline__ void copy_task(const CopyArgs& a, int64_t src, int64_
     }
     if (alignment % 16 == 0) {
       const int units = static_cast<int>(a.row_bytes >> 4);
-      if (rows == 3) {
-        copy_rows_warp<3>(base, src_offset, dst_offset, units, lane);
-      } else if (rows == 2) {
-        copy_rows_warp<2>(base, src_offset, dst_offset, units, lane);
-      } else {
-        copy_rows_warp<1>(base, src_offset, dst_offset, units, lane);
-      }
+      copy_rows_warp_upto<kLayersPerTask>(rows, base, src_offset, dst_offset, units, lane);
       return;
     }
   }
@@ -219,17 +294,19 @@ __device__ __forceinline__ void copy_task(const CopyArgs& a, int64_t src, int64_
   }
 }
 
+// The live move count: *num_moves clamped to [0, max_moves], or max_moves.
+__device__ __forceinline__ int64_t live_moves(const CopyArgs& a) {
+  if (a.num_moves == nullptr) return a.max_moves;
+  return max(int64_t{0}, min(*a.num_moves, a.max_moves));
+}
+
+// Group `group` (of lanes threads) walks its tasks, grid-stride.
 template <class Index>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) copy_rows_kernel(CopyArgs a) {
-  int64_t count = a.max_moves;
-  if (a.num_moves != nullptr) count = max(int64_t{0}, min(*a.num_moves, a.max_moves));
-  const int lanes = 1 << a.lanes_log2;
-  const int lane = threadIdx.x & (lanes - 1);
+__device__ __forceinline__ void run_tasks(const CopyArgs& a, int64_t count, int group, int lane,
+                                          int lanes) {
   const Index* src_slots = static_cast<const Index*>(a.src_slots);
   const Index* dst_slots = static_cast<const Index*>(a.dst_slots);
-
-  // The group's first task; the only division in the kernel.
-  const int group = static_cast<int>((blockIdx.x * kThreads + threadIdx.x) >> a.lanes_log2);
+  // The group's first task; the only division in the loop's setup.
   int64_t move = group / a.tasks_per_move;
   int task = group - static_cast<int>(move) * a.tasks_per_move;
   Index src = 0, dst = 0;
@@ -257,11 +334,282 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) copy_rows_kernel(CopyA
   }
 }
 
+template <class Index>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) copy_rows_kernel(CopyArgs a) {
+  const int lanes = 1 << a.lanes_log2;
+  const int lane = threadIdx.x & (lanes - 1);
+  const int group = static_cast<int>((blockIdx.x * kThreads + threadIdx.x) >> a.lanes_log2);
+  run_tasks<Index>(a, live_moves(a), group, lane, lanes);
+}
+
+// ---------------------------------------------------------------------------
+// Bulk-copy path (KDTREE_DEFRAG_TMA; the copy itself on sm_90+ only)
+// ---------------------------------------------------------------------------
+#if KDTREE_DEFRAG_TMA
+constexpr int kTmaThreads = 32 * kTmaWarps;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrier_init(uint32_t barrier) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier) : "memory");
+}
+
+// Makes the initialised barriers visible to the bulk-copy engine.
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// `bytes` from global `from` into shared `to`; completes the barrier's phase.
+__device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_t bytes,
+                                          uint32_t barrier) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
+      "l"(from), "r"(bytes), "r"(barrier)
+      : "memory");
+}
+
+__device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t landed = 0;
+  while (!landed) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(landed)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  }
+}
+
+// `bytes` from shared `from` to global `to`, as one bulk group.
+__device__ __forceinline__ void bulk_store(void* to, uint32_t from, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(to), "r"(from),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// All but the newest bulk store have read their shared memory.
+__device__ __forceinline__ void bulk_wait_read_all_but_newest() {
+  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+}
+
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Walks items [begin, end) of the flattened (move, layer, chunk) space.
+// Moves with a slot out of range are skipped (flagged at their first item).
+template <class Index>
+struct ItemCursor {
+  const CopyArgs& a;
+  int64_t count, left, move;
+  int layer, chunk;
+  int64_t src, dst, next_src, next_dst;
+
+  __device__ __forceinline__ ItemCursor(const CopyArgs& args, int64_t live, int64_t begin, int64_t end)
+      : a(args), count(live), left(end - begin) {
+    const int64_t items_per_move = int64_t{a.num_layers} * a.chunks_per_row;
+    move = begin / items_per_move;
+    const int64_t within = begin - move * items_per_move;
+    layer = static_cast<int>(within / a.chunks_per_row);
+    chunk = static_cast<int>(within - int64_t{layer} * a.chunks_per_row);
+    src = dst = next_src = next_dst = 0;
+    if (left > 0) {
+      src = slot(a.src_slots, move);
+      dst = slot(a.dst_slots, move);
+      prefetch_next();
+    }
+  }
+
+  __device__ __forceinline__ static int64_t slot(const void* slots, int64_t move) {
+    return static_cast<int64_t>(__ldg(static_cast<const Index*>(slots) + move));
+  }
+
+  // The next move's slots, in flight while this move's rows are.
+  __device__ __forceinline__ void prefetch_next() {
+    const int64_t items_here = int64_t{a.num_layers - layer} * a.chunks_per_row - chunk;
+    if (left > items_here && move + 1 < count) {
+      next_src = slot(a.src_slots, move + 1);
+      next_dst = slot(a.dst_slots, move + 1);
+    }
+  }
+
+  __device__ __forceinline__ void advance() {
+    --left;
+    if (++chunk < a.chunks_per_row) return;
+    chunk = 0;
+    if (++layer < a.num_layers) return;
+    layer = 0;
+    ++move;
+    src = next_src;
+    dst = next_dst;
+    prefetch_next();
+  }
+
+  // The next copyable item's global source / destination and size (0 when
+  // the range is done).
+  struct Item {
+    const char* from;
+    char* to;
+    uint32_t bytes;
+  };
+  __device__ __forceinline__ Item next() {
+    while (left > 0) {
+      if (!slots_in_range(a, src, dst)) {
+        if (layer == 0 && chunk == 0 && a.error_flag != nullptr) {
+          atomicOr(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+        }
+        advance();
+        continue;
+      }
+      const uint64_t base = __ldg(a.layer_base + layer);
+      const int64_t at = chunk * a.stage_bytes;
+      const Item item{
+          reinterpret_cast<const char*>(base + static_cast<uint64_t>(src) * a.slot_stride_bytes) + at,
+          reinterpret_cast<char*>(base + static_cast<uint64_t>(dst) * a.slot_stride_bytes) + at,
+          static_cast<uint32_t>(min(a.stage_bytes, a.row_bytes - at))};
+      advance();
+      return item;
+    }
+    return Item{nullptr, nullptr, 0};
+  }
+};
+
+// One pipe (a single thread): items [begin, end) through kTmaStages stages.
+template <class Index>
+__device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64_t begin, int64_t end,
+                         char* pipe_smem) {
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(pipe_smem);
+  char** destinations = reinterpret_cast<char**>(barriers + kTmaStages);
+  uint32_t* sizes = reinterpret_cast<uint32_t*>(destinations + kTmaStages);
+  char* data = pipe_smem + kTmaMetaBytes;
+  for (int s = 0; s < kTmaStages; ++s) barrier_init(shared_address(barriers + s));
+  barrier_init_fence();
+
+  ItemCursor<Index> items(a, count, begin, end);
+  uint32_t issued = 0, stored = 0;
+  // Load number `issued` into stage issued % kTmaStages.
+  auto issue = [&]() {
+    const auto item = items.next();
+    if (item.bytes == 0) return false;
+    const int stage = static_cast<int>(issued % kTmaStages);
+    destinations[stage] = item.to;
+    sizes[stage] = item.bytes;
+    bulk_load(shared_address(data + stage * a.stage_bytes), item.from, item.bytes,
+              shared_address(barriers + stage));
+    ++issued;
+    return true;
+  };
+  while (issued < kTmaStages - 1 && issue()) {
+  }
+#pragma unroll 1
+  while (stored < issued) {
+    const int stage = static_cast<int>(stored % kTmaStages);
+    barrier_wait(shared_address(barriers + stage), (stored / kTmaStages) & 1);
+    bulk_store(destinations[stage], shared_address(data + stage * a.stage_bytes), sizes[stage]);
+    ++stored;
+    // At most kTmaStages - 1 loads in flight: the refilled stage is the one
+    // the store before the newest read.
+    bulk_wait_read_all_but_newest();
+    issue();
+  }
+  bulk_wait_all();
+}
+#endif  // __CUDA_ARCH__ >= 900
+
+template <class Index>
+__global__ void __launch_bounds__(kTmaThreads) copy_rows_bulk_kernel(CopyArgs a) {
+  const int64_t count = live_moves(a);
+  const int lane = threadIdx.x & 31;
+  const int warp = static_cast<int>((blockIdx.x * kTmaThreads + threadIdx.x) >> 5);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Bulk copies need 16-byte aligned addresses: every layer base, checked by
+  // each warp so the choice is uniform without a grid barrier.
+  uint32_t misaligned = 0;
+  for (int l = lane; l < a.num_layers; l += 32) {
+    misaligned |= static_cast<uint32_t>(__ldg(a.layer_base + l)) & 15u;
+  }
+  if (__reduce_or_sync(0xffffffffu, misaligned) == 0) {
+    if (lane != 0) return;
+    extern __shared__ __align__(128) char pipes_smem[];
+    // Balanced contiguous ranges: pipe p takes items_total / pipes items,
+    // plus one when p < items_total % pipes.
+    const int64_t pipes = int64_t{gridDim.x} * kTmaWarps;
+    const int64_t total = count * a.num_layers * a.chunks_per_row;
+    const int64_t share = total / pipes, extra = total % pipes;
+    const int64_t begin = share * warp + min(int64_t{warp}, extra);
+    const int64_t end = begin + share + (warp < extra ? 1 : 0);
+    run_pipe<Index>(a, count, begin, end,
+                    pipes_smem + (threadIdx.x >> 5) * a.pipe_smem_bytes);
+    return;
+  }
+#endif
+  // Misaligned layer bases (or no bulk engine): the warp tasks, a full warp
+  // per row (a.lanes_log2 == 5 here).
+  run_tasks<Index>(a, count, warp, lane, 32);
+}
+#endif  // KDTREE_DEFRAG_TMA
+
 int lanes_log2_for_row(int64_t row_bytes) {
   const int64_t units = (row_bytes + 15) / 16;
   int log2 = 0;
   while (log2 < 5 && (int64_t{1} << log2) < units) ++log2;
   return log2;
+}
+
+// Grid-stride split of `groups` groups into (moves, tasks), so the device
+// loop advances by adding.
+void set_stride(CopyArgs& a, int64_t groups) {
+  a.stride_moves = groups / a.tasks_per_move;
+  a.stride_tasks = static_cast<int32_t>(groups % a.tasks_per_move);
+}
+
+// The bulk-copy path on sm_90+ when the rows fit the fast path; returns
+// false (nothing launched) otherwise.
+bool launch_bulk(CopyArgs a, const DeviceInfo& dev, int32_t index_dtype, cudaStream_t stream) {
+#if !KDTREE_DEFRAG_TMA
+  (void)a, (void)dev, (void)index_dtype, (void)stream;
+  return false;
+#else
+  if (dev.cc_major < 9 || !a.warp_rows) return false;
+  // Even chunks, 16-byte multiples: 2064 B in 2 stages of 1040 B, not 1520 +
+  // 544. The count is taken again from the rounded stage so none is empty.
+  const int64_t chunks = (a.row_bytes + kTmaStageCap - 1) / kTmaStageCap;
+  a.stage_bytes = ((a.row_bytes + chunks - 1) / chunks + 15) / 16 * 16;
+  const int64_t chunks_per_row = (a.row_bytes + a.stage_bytes - 1) / a.stage_bytes;
+  // Items (move, layer, chunk) are counted in int64 on the device.
+  int64_t max_items = 0;
+  if (chunks_per_row > INT32_MAX ||
+      __builtin_mul_overflow(a.max_moves, a.num_layers * chunks_per_row, &max_items)) {
+    return false;
+  }
+  a.chunks_per_row = static_cast<int32_t>(chunks_per_row);
+  a.pipe_smem_bytes = kTmaMetaBytes + kTmaStages * a.stage_bytes;
+  const size_t smem = static_cast<size_t>(kTmaWarps * a.pipe_smem_bytes);
+  auto kernel = index_dtype == KDTREE_DTYPE_INT64 ? copy_rows_bulk_kernel<int64_t>
+                                                  : copy_rows_bulk_kernel<int32_t>;
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTmaThreads, smem),
+             "kdtree_defrag_copy", "occupancy of copy_rows_bulk_kernel");
+  const int64_t one_wave = int64_t{dev.sm_count} * std::max(per_sm, 1);
+  // No more pipes than items.
+  const int64_t items = std::min(max_items, one_wave * kTmaWarps);
+  const int blocks = static_cast<int>(
+      std::max<int64_t>(1, std::min((items + kTmaWarps - 1) / kTmaWarps, one_wave)));
+  set_stride(a, int64_t{blocks} * kTmaWarps);  // for the misaligned fallback
+  kernel<<<blocks, kTmaThreads, smem, stream>>>(a);
+  check_launch("kdtree_defrag_copy", "copy_rows_bulk_kernel");
+  return true;
+#endif
 }
 
 }  // namespace
@@ -278,7 +626,6 @@ void launch_copy(const kdtree_defrag_copy_params& p, cudaStream_t stream) {
   const int64_t tasks = std::min(p.max_moves, one_wave * groups_per_block) * tasks_per_move;
   const int blocks = static_cast<int>(
       std::max<int64_t>(1, std::min((tasks + groups_per_block - 1) / groups_per_block, one_wave)));
-  const int64_t stride = blocks * groups_per_block;
 
   CopyArgs a{};
   a.layer_base = p.layer_base;
@@ -293,10 +640,10 @@ void launch_copy(const kdtree_defrag_copy_params& p, cudaStream_t stream) {
   a.num_layers = p.num_layers;
   a.lanes_log2 = lanes_log2;
   a.tasks_per_move = tasks_per_move;
-  a.stride_moves = stride / tasks_per_move;
-  a.stride_tasks = static_cast<int32_t>(stride % tasks_per_move);
+  set_stride(a, blocks * groups_per_block);
   a.warp_rows = lanes_log2 == 5 && p.row_bytes % 16 == 0 && p.slot_stride_bytes % 16 == 0 &&
                 (p.row_bytes >> 4) < (int64_t{1} << 31);
+  if (launch_bulk(a, dev, p.index_dtype, stream)) return;
   if (p.index_dtype == KDTREE_DTYPE_INT64) {
     copy_rows_kernel<int64_t><<<blocks, kThreads, 0, stream>>>(a);
   } else {
