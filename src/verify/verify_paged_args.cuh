@@ -129,26 +129,37 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
   *end = e < num_keys ? e : num_keys;
 }
 
-// Address of request key `kk` (request key index) in the KV storage, or
-// nullptr when it must not be read: at or past key_end, or an out-of-range
-// slot (*bad_slot set, flagged by the `report` thread).
+// The slot id stored for request key `kk`: read ahead of the key's row by
+// key_row below; 0 for keys that read no slot id (past key_end, or a tail key
+// taken from tail_kv).
+__device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk) {
+  if (kk >= key_end || (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND)) return 0;
+  const int64_t at = req.kv_start + kk;
+  return a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at] : static_cast<const int32_t*>(a.kv_indices)[at];
+}
+
+// Address of request key `kk` (request key index) in the KV storage, given
+// its key_slot_id, or nullptr when it must not be read: at or past key_end,
+// or an out-of-range slot (*bad_slot set, flagged by the `report` thread).
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
-                                                 bool report, bool* bad_slot) {
+                                                 int64_t slot, bool report, bool* bad_slot) {
   *bad_slot = false;
   if (kk >= key_end) return nullptr;
   if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
     return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;
   }
-  const int64_t at = req.kv_start + kk;
-  const int64_t slot = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
-                                     : static_cast<const int32_t*>(a.kv_indices)[at];
   if (slot < 0 || slot >= a.num_slots) {
     *bad_slot = true;
     if (report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
     return nullptr;
   }
   return static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
+}
+template <class KvElem>
+__device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
+                                                 bool report, bool* bad_slot) {
+  return key_row<KvElem>(a, req, key_end, kk, key_slot_id(a, req, key_end, kk), report, bad_slot);
 }
 
 // Whether key kk of request b (split keys end at key_end) is visible to the

@@ -97,17 +97,28 @@ struct Sm90aBlock {
     }
   }
 
+  // This thread's keys of a tile: k0 + key_of(pass), 8 threads per key.
+  __device__ static int key_of(int pass) { return pass * (kThreads / 8) + threadIdx.x / 8; }
+  static constexpr int kPasses = kKeys / (kThreads / 8);
+
+  // Slot ids of this thread's keys of the tile at k0, read a tile ahead of
+  // load_kv so the gather never waits on them.
+  __device__ void read_slots(int64_t k0, int64_t (&slots)[kPasses]) const {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) slots[pass] = key_slot_id(a, req, key_end, k0 + key_of(pass));
+  }
+
   // Loads of the KV tile at key k0 into `stage`; true when one of this
   // thread's keys had an out-of-range slot.
-  __device__ bool load_kv(int64_t k0, int stage) const {
+  __device__ bool load_kv(int64_t k0, int stage, const int64_t (&slots)[kPasses]) const {
     bool any_bad = false;
     const int lane8 = threadIdx.x % 8;
     const uint32_t tile = base() + kOffKv + stage * kTileBytes;
 #pragma unroll
-    for (int pass = 0; pass < kKeys / (kThreads / 8); ++pass) {
-      const int key = pass * (kThreads / 8) + threadIdx.x / 8;
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int key = key_of(pass);
       bool bad;
-      const T* src = key_row<T>(a, req, key_end, k0 + key, lane8 == 0, &bad);
+      const T* src = key_row<T>(a, req, key_end, k0 + key, slots[pass], lane8 == 0, &bad);
       if (lane8 == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
       const T* fallback = static_cast<const T*>(a.kv_cache);
@@ -136,7 +147,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
   const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kKeys - 1) / kKeys);
 
-  const int wg = threadIdx.x / 128;  // warpgroup: its key half in QK, its dim half in P V
+  // Warpgroup: its key half in QK, its dim half in P V. The shuffle tells the
+  // compiler it is warp-uniform, so descriptors stay in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
   const auto row_token = [&](int half) {
@@ -156,9 +169,24 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   float m_run[2] = {kNegInf, kNegInf};
   float l_run[2] = {0.f, 0.f};  // fp32 partial row sums over this warpgroup's keys
 
+  // Descriptors of each operand's first k-step; a k-step, column block or
+  // stage adds its byte offset / 16 to the start-address field (every
+  // address stays below 256 KB, so the field never carries).
+  const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
+  const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv + wg * 32 * 128, 16, 1024);
+  const uint64_t v_desc = wgmma_desc_sw128(base + kOffKv + wg * 4 * kBlockBytes, kBlockBytes, 1024);
+  const uint64_t p_desc = wgmma_desc_sw128(base + kOffP, 16, 1024);
+  const uint64_t ones_desc = blk.ones_desc();
+
   blk.load_q();
-  bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
+  int64_t slots[Sm90aBlock<T>::kPasses];
+  bool pending_bad = false;
+  if (num_tiles > 0) {
+    blk.read_slots(blk.key_begin, slots);
+    pending_bad = blk.load_kv(blk.key_begin, 0, slots);
+  }
   cp_async_commit();
+  if (num_tiles > 1) blk.read_slots(blk.key_begin + kKeys, slots);
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile & 1;
@@ -168,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     const bool any_bad = __syncthreads_or(pending_bad);  // tile landed; previous P V done
 
     // ---- 1. S = Q K^T: 64 rows x this warpgroup's 32 keys ----
-    const uint32_t kv = base + kOffKv + stage * kTileBytes;
+    const uint32_t stage_off = stage * (kTileBytes >> 4);
     float s[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) s[i] = 0.f;  // overwritten by the first wgmma; keeps them defined
@@ -177,17 +205,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     for (int db = 0; db < kDimBlocks; ++db) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        const uint64_t qd = wgmma_desc_sw128(base + kOffQ + db * kBlockBytes + ks * 32, 16, 1024);
-        const uint64_t kd = wgmma_desc_sw128(kv + db * kBlockBytes + wg * 32 * 128 + ks * 32, 16, 1024);
-        wgmma_m64n32k16<T, 0>(s, qd, kd, db | ks);
+        const uint32_t step = (db * kBlockBytes + ks * 32) >> 4;
+        wgmma_m64n32k16<T, 0>(s, q_desc + step, k_desc + stage_off + step, db | ks);
       }
     }
     wgmma_commit();
     // The next tile's gather (slot-id reads, then cp.async) overlaps the QK
     // wgmma instead of delaying its issue.
     pending_bad = false;
-    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
+    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1, slots);
     cp_async_commit();
+    if (tile + 2 < num_tiles) blk.read_slots(k0 + 2 * kKeys, slots);
     wgmma_wait<0>();
 
     const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
@@ -240,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     __syncthreads();  // P complete; both halves' maxima read
 
     // ---- 3. O = alpha O + P V ----
-    if (scale_old[0] != 1.f || scale_old[1] != 1.f) {
+    if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform: no divergence
 #pragma unroll
       for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
 #pragma unroll
@@ -249,10 +277,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kKeys / 16; ++ks) {
-      const uint64_t pd = wgmma_desc_sw128(base + kOffP + ks * 32, 16, 1024);
-      const uint64_t vd = wgmma_desc_sw128(kv + wg * 4 * kBlockBytes + ks * 16 * 128, kBlockBytes, 1024);
-      wgmma_m64n256k16<T, 1>(o, pd, vd, 1);
-      wgmma_m64n8k16<T, 0>(w, pd, blk.ones_desc(), 1);
+      const uint64_t pd = p_desc + ((ks * 32) >> 4);
+      wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+      wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
