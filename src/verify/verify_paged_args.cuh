@@ -132,10 +132,16 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
 // The slot id stored for request key `kk`: read ahead of the key's row by
 // key_row below; 0 for keys that read no slot id (past key_end, or a tail key
 // taken from tail_kv).
+// An int32 id is kept zero-extended (key_row sign-extends it): converting it
+// here would make the reading thread wait for the load at once.
 __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk) {
-  if (kk >= key_end || (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND)) return 0;
-  const int64_t at = req.kv_start + kk;
-  return a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at] : static_cast<const int32_t*>(a.kv_indices)[at];
+  int64_t id = 0;
+  if (kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND)) {
+    const int64_t at = req.kv_start + kk;
+    id = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
+                       : static_cast<int64_t>(static_cast<const uint32_t*>(a.kv_indices)[at]);
+  }
+  return id;
 }
 
 // Address of request key `kk` (request key index) in the KV storage, given
@@ -143,8 +149,9 @@ __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request
 // or an out-of-range slot (*bad_slot set, flagged by the `report` thread).
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
-                                                 int64_t slot, bool report, bool* bad_slot) {
+                                                 int64_t slot_id, bool report, bool* bad_slot) {
   *bad_slot = false;
+  const int64_t slot = a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
   if (kk >= key_end) return nullptr;
   if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
     return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;

@@ -4,8 +4,8 @@
 // (verify_paged_kernel.cuh): block (m, s, b) takes query rows
 // [64m, 64m + 64) of request b (row = token * H + head) and the keys of split
 // s, 64 keys per tile, gathered by slot id with cp.async into a two-stage
-// buffer while the current tile computes. 256 threads = two warpgroups; per
-// tile:
+// buffer while the current tile computes (slot ids read a tile earlier still).
+// 256 threads = two warpgroups; per tile:
 //   1. warpgroup w: S_w = Q K^T for all 64 rows and keys [32w, 32w + 32) over
 //      the 576 dims (36 wgmma m64n32k16, Q and K from shared memory), scaled
 //      to base 2; the mask runs only on tiles with tail keys, a split end or
@@ -18,7 +18,8 @@
 //      and P times a ones column (m64n8k16), so O is normalized by the
 //      tensor-core sum of the same rounded P (all-ones values give exactly 1).
 //      Both warpgroups issue the same wgmma sequence: one in a divergent
-//      branch would make ptxas serialize them all.
+//      branch would make ptxas serialize them all. (Leaving P V in flight
+//      under the next tile's QK made ptxas serialize every wgmma, C7514.)
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
@@ -220,14 +221,14 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
 
     const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float v = s[i] * a.scale_log2;
-      if (needs_mask) {
+    for (int i = 0; i < 16; ++i) s[i] *= a.scale_log2;
+    if (needs_mask) {  // one block-uniform branch: unmasked tiles skip the mask code entirely
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
         const int key_local = wg * 32 + (i / 4) * 8 + 2 * c + (i & 1);
         const bool bad = any_bad && blk.bad_key(stage)[key_local];
-        if (!key_visible(a, req, b, blk.key_end, k0 + key_local, row_token((i >> 1) & 1), bad)) v = kNegInf;
+        if (!key_visible(a, req, b, blk.key_end, k0 + key_local, row_token((i >> 1) & 1), bad)) s[i] = kNegInf;
       }
-      s[i] = v;
     }
     float mx[2];
 #pragma unroll
