@@ -68,14 +68,17 @@
 #ifndef KDTREE_DEFRAG_STORE_CS
 #define KDTREE_DEFRAG_STORE_CS 1
 #endif
+// The bulk-copy path with 2 pipes x 16 stages is the sm_90+ default: the
+// sweep of 2026-11-29 (H200, d97c4db) measured it at 0.824 of copy bandwidth
+// against 0.790 for the warp tasks in the same run (docs/perf_notes.md).
 #ifndef KDTREE_DEFRAG_TMA
-#define KDTREE_DEFRAG_TMA 0
+#define KDTREE_DEFRAG_TMA 1
 #endif
 #ifndef KDTREE_DEFRAG_TMA_WARPS
-#define KDTREE_DEFRAG_TMA_WARPS 4
+#define KDTREE_DEFRAG_TMA_WARPS 2
 #endif
 #ifndef KDTREE_DEFRAG_TMA_STAGES
-#define KDTREE_DEFRAG_TMA_STAGES 8
+#define KDTREE_DEFRAG_TMA_STAGES 16
 #endif
 
 namespace kdtree::defrag {
