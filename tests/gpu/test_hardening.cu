@@ -106,9 +106,16 @@ void capture_without_growth(Report& report, Rng& rng) {
   const double shrink_mb = (double(before) - double(after)) / double(1 << 20);
   report.add_case();
   report.check(differing == 0, "graphs: " + std::to_string(differing) + " replays differ from eager");
-  report.add_case();
-  report.check(after + kSlackBytes >= before, "graphs: free memory shrank by " + std::to_string(shrink_mb) +
-                                                  " MB over the second " + std::to_string(captures) + " captures");
+  // Free memory is device-wide: under a sanitizer, gpu_check.sh runs other
+  // sanitized tests on the same GPU at the same time (their allocations show
+  // here), so the growth bound holds only in the ordinary (serial) run.
+  if (!sanitizer_light()) {
+    report.add_case();
+    report.check(after + kSlackBytes >= before, "graphs: free memory shrank by " + std::to_string(shrink_mb) +
+                                                    " MB over the second " + std::to_string(captures) + " captures");
+  } else {
+    std::printf("graphs: memory-growth bound not checked in light mode (other processes share the GPU)\n");
+  }
   std::printf("graphs: 2 x %d capture/instantiate/replay/destroy rounds, free memory change over the second %d: %.2f MB\n",
               captures, captures, -shrink_mb);
   CUDA_CHECK(cudaStreamDestroy(stream));
