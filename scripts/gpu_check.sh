@@ -241,3 +241,8 @@ fi
   [ -n "$bench_result" ] && echo "$bench_result"
   grep -E "FAILED|Failed|Exception|Timeout" "$OUT/ctest.log" | grep -E "^ *[0-9]+/" | head -20
 } | tee -a "$summary"
+# Exit status: 1 when a test failed or a sanitizer job reported errors or failed.
+if grep -qE "tests.*: [0-9]+ passed, [1-9][0-9]* failed|BUILD FAILED" "$summary" || [ ${#sanitizer_failures[@]} -gt 0 ]; then
+  exit 1
+fi
+exit 0
