@@ -529,12 +529,14 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
 }
 #endif  // __CUDA_ARCH__ >= 900
 
+// Launched on compute capability >= 9 only (launch_bulk): below sm_90 the
+// kernel has no body.
 template <class Index>
 __global__ void __launch_bounds__(kTmaThreads) copy_rows_bulk_kernel(CopyArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int64_t count = live_moves(a);
   const int lane = threadIdx.x & 31;
   const int warp = static_cast<int>((blockIdx.x * kTmaThreads + threadIdx.x) >> 5);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Bulk copies need 16-byte aligned addresses: every layer base, checked by
   // each warp so the choice is uniform without a grid barrier.
   uint32_t misaligned = 0;
@@ -555,10 +557,12 @@ __global__ void __launch_bounds__(kTmaThreads) copy_rows_bulk_kernel(CopyArgs a)
                     pipes_smem + (threadIdx.x >> 5) * a.pipe_smem_bytes);
     return;
   }
-#endif
-  // Misaligned layer bases (or no bulk engine): the warp tasks, a full warp
-  // per row (a.lanes_log2 == 5 here).
+  // Misaligned layer bases: the warp tasks, a full warp per row
+  // (a.lanes_log2 == 5 here).
   run_tasks<Index>(a, count, warp, lane, 32);
+#else
+  (void)a;
+#endif
 }
 #endif  // KDTREE_DEFRAG_TMA
 
