@@ -88,8 +88,16 @@ def fmt(value, spec: str = ".3f", none: str = "-") -> str:
 
 
 def git_commit(explicit: Optional[str]) -> str:
+    """--commit, else a COMMIT file at the repository root (a `git archive`
+    snapshot carried to the GPU machine has no .git of its own), else git."""
     if explicit:
         return explicit
+    stamp = os.path.join(REPO, "COMMIT")
+    if os.path.isfile(stamp):
+        with open(stamp) as f:
+            commit = f.read().strip()
+        if commit:
+            return commit
     try:
         run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                              capture_output=True, text=True, timeout=10)
