@@ -122,35 +122,44 @@ struct Sm90aBlock {
       const T* src = key_row<T>(a, req, key_end, k0 + key, slots[pass], lane8 == 0, &bad);
       if (lane8 == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
-      const T* fallback = static_cast<const T*>(a.kv_cache);
+      // A key that must not be read is zero-filled: 0 source bytes, the
+      // address (kv_cache) never dereferenced.
+      const int src_bytes = src != nullptr ? 16 : 0;
+      if (src == nullptr) src = static_cast<const T*>(a.kv_cache);
 #pragma unroll
       for (int u = 0; u < kDimBlocks; ++u) {
         const int c = lane8 + 8 * u;
-        cp_async_16(tile + chunk_offset(key, c), src ? src + c * 8 : fallback, src ? 16 : 0);
+        cp_async_16(tile + chunk_offset(key, c), src + c * 8, src_bytes);
       }
     }
     return any_bad;
   }
 };
 
-template <class T>
-__global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  constexpr float kNegInf = -INFINITY;
+// 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
+// arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
+// nothing next to the row's maximum term 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
-  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
-  const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
-  if (!req.valid) return;
+// One warpgroup's part of block (m_tile, split, b). kWg (its key half in QK,
+// its dim half in P V) is a template parameter so every wgmma descriptor is
+// a compile-time offset from a uniform base: computed per thread, each one
+// cost register arithmetic and two moves to uniform registers.
+template <class T, int kWg>
+__device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned char* smem, const Request& req,
+                                                 int m_tile, int split, int b) {
+  constexpr float kNegInf = -INFINITY;
   Sm90aBlock<T> blk{a, smem, req, req.q_len * a.num_heads, m_tile * kRows, 0, 0};
   if (blk.row0 >= blk.rows) return;
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
   const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kKeys - 1) / kKeys);
 
-  // Warpgroup: its key half in QK, its dim half in P V. The shuffle tells the
-  // compiler it is warp-uniform, so descriptors stay in uniform registers.
-  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  constexpr int wg = kWg;
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
   const auto row_token = [&](int half) {
@@ -251,12 +260,12 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       const bool rescale = m_tile > m_run[half] + kRescaleLog2;
       const float m_new = rescale ? m_tile : m_run[half];
       const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-      scale_old[half] = rescale ? exp2f(m_run[half] - m_ref) : 1.f;
+      scale_old[half] = rescale ? exp2_ftz(m_run[half] - m_ref) : 1.f;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float p0 = exp2f(s[4 * j + 2 * half] - m_ref);
-        const float p1 = exp2f(s[4 * j + 2 * half + 1] - m_ref);
+        const float p0 = exp2_ftz(s[4 * j + 2 * half] - m_ref);
+        const float p1 = exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
         sum += p0 + p1;
         const int key = wg * 32 + j * 8 + 2 * c;
         *reinterpret_cast<uint32_t*>(smem + kOffP + row * 128 + ((((key >> 3) ^ row) & 7) << 4) + (key & 7) * 2) =
@@ -315,6 +324,23 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
                      o[4 * j + 2 * half + 1] / div);
     }
     if (wg == 0 && c == 0) store_lse(a, t, h, split, lse);
+  }
+}
+
+#endif
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
+  if (!req.valid) return;
+  if (threadIdx.x < 128) {
+    verify_warpgroup<T, 0>(a, smem, req, m_tile, split, b);
+  } else {
+    verify_warpgroup<T, 1>(a, smem, req, m_tile, split, b);
   }
 #endif
 }
