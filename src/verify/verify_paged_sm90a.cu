@@ -4,7 +4,8 @@
 // (verify_paged_kernel.cuh): block (m, s, b) takes query rows
 // [64m, 64m + 64) of request b (row = token * H + head) and the keys of split
 // s, 64 keys per tile, gathered by slot id with cp.async into a two-stage
-// buffer while the current tile computes (slot ids read a tile earlier still).
+// buffer while the current tile computes; the slot ids themselves travel by
+// cp.async into shared memory a tile earlier still.
 // 256 threads = two warpgroups; per tile:
 //   1. warpgroup w: S_w = Q K^T for all 64 rows and keys [32w, 32w + 32) over
 //      the 576 dims (36 wgmma m64n32k16, Q and K from shared memory), scaled
@@ -49,7 +50,8 @@ constexpr size_t kOffP = kOffKv + 2 * kTileBytes;      // [64 rows][64 keys]
 constexpr size_t kOffOnes = kOffP + kBlockBytes;       // 16 keys x 8 ones
 constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: maxima, then sums
 constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8
-constexpr size_t kLayoutBytes = kOffBadKey + 2 * kKeys;
+constexpr size_t kOffSlots = kOffBadKey + 2 * kKeys;    // [2][64] i64: slot ids a tile ahead
+constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
 // The dynamic shared memory base is aligned up to 1024 B (the swizzle atom).
 constexpr size_t kSmemBytes = kLayoutBytes + 1024;
 static_assert(kSmemBytes <= 232448, "sm_90 opt-in shared memory");
@@ -61,6 +63,15 @@ struct Sm90aBlock {
   Request req;
   int rows, row0;
   int64_t key_begin, key_end;
+
+  // 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
+  // arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
+  // nothing next to the row's maximum term 1.
+  __device__ static float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
 
   // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a Q / KV tile.
   __device__ static uint32_t chunk_offset(int row, int chunk) {
@@ -101,17 +112,33 @@ struct Sm90aBlock {
   // This thread's keys of a tile: k0 + key_of(pass), 8 threads per key.
   __device__ static int key_of(int pass) { return pass * (kThreads / 8) + threadIdx.x / 8; }
   static constexpr int kPasses = kKeys / (kThreads / 8);
+  __device__ const int64_t* slots(int stage) const {
+    return reinterpret_cast<const int64_t*>(smem + kOffSlots) + stage * kKeys;
+  }
 
-  // Slot ids of this thread's keys of the tile at k0, read a tile ahead of
-  // load_kv so the gather never waits on them.
-  __device__ void read_slots(int64_t k0, int64_t (&slots)[kPasses]) const {
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) slots[pass] = key_slot_id(a, req, key_end, k0 + key_of(pass));
+  // Slot ids of the tile at k0 into shared memory with cp.async (threads
+  // 0..63, one key each), a tile ahead of load_kv: no thread ever waits on
+  // them. An int32 id goes to the low half of its 8-byte entry, whose high
+  // half the kernel zeroed at the start (key_row sign-extends it); a key
+  // that reads no id gets 0.
+  __device__ void stage_slots(int64_t k0, int stage) const {
+    if (threadIdx.x >= kKeys) return;
+    const int64_t kk = k0 + threadIdx.x;
+    const bool reads = kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND);
+    const uint32_t dst = base() + static_cast<uint32_t>(kOffSlots + (stage * kKeys + threadIdx.x) * 8);
+    const int64_t at = reads ? req.kv_start + kk : 0;
+    if (a.index_is_64) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst),
+                   "l"(static_cast<const int64_t*>(a.kv_indices) + at), "r"(reads ? 8 : 0));
+    } else {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+                   "l"(static_cast<const int32_t*>(a.kv_indices) + at), "r"(reads ? 4 : 0));
+    }
   }
 
   // Loads of the KV tile at key k0 into `stage`; true when one of this
   // thread's keys had an out-of-range slot.
-  __device__ bool load_kv(int64_t k0, int stage, const int64_t (&slots)[kPasses]) const {
+  __device__ bool load_kv(int64_t k0, int stage) const {
     bool any_bad = false;
     const int lane8 = threadIdx.x % 8;
     const uint32_t tile = base() + kOffKv + stage * kTileBytes;
@@ -119,7 +146,7 @@ struct Sm90aBlock {
     for (int pass = 0; pass < kPasses; ++pass) {
       const int key = key_of(pass);
       bool bad;
-      const T* src = key_row<T>(a, req, key_end, k0 + key, slots[pass], lane8 == 0, &bad);
+      const T* src = key_row<T>(a, req, key_end, k0 + key, slots(stage)[key], lane8 == 0, &bad);
       if (lane8 == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
       // A key that must not be read is zero-filled: 0 source bytes, the
@@ -136,30 +163,24 @@ struct Sm90aBlock {
   }
 };
 
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
-// arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
-// nothing next to the row's maximum term 1.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// One warpgroup's part of block (m_tile, split, b). kWg (its key half in QK,
-// its dim half in P V) is a template parameter so every wgmma descriptor is
-// a compile-time offset from a uniform base: computed per thread, each one
-// cost register arithmetic and two moves to uniform registers.
-template <class T, int kWg>
-__device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned char* smem, const Request& req,
-                                                 int m_tile, int split, int b) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   constexpr float kNegInf = -INFINITY;
+
+  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
+  if (!req.valid) return;
   Sm90aBlock<T> blk{a, smem, req, req.q_len * a.num_heads, m_tile * kRows, 0, 0};
   if (blk.row0 >= blk.rows) return;
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
   const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kKeys - 1) / kKeys);
 
-  constexpr int wg = kWg;
+  // Warpgroup: its key half in QK, its dim half in P V. The shuffle tells the
+  // compiler it is warp-uniform, so descriptors stay in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
   const auto row_token = [&](int half) {
@@ -171,6 +192,8 @@ __device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned ch
   if (threadIdx.x < 64) {
     reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
   }
+  if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
+  __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
 
   float o[128];
 #pragma unroll
@@ -189,14 +212,15 @@ __device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned ch
   const uint64_t ones_desc = blk.ones_desc();
 
   blk.load_q();
-  int64_t slots[Sm90aBlock<T>::kPasses];
-  bool pending_bad = false;
-  if (num_tiles > 0) {
-    blk.read_slots(blk.key_begin, slots);
-    pending_bad = blk.load_kv(blk.key_begin, 0, slots);
-  }
+  // Tile 0's slot ids first (waited for here, once), then its rows; tile
+  // 1's ids travel with them.
+  if (num_tiles > 0) blk.stage_slots(blk.key_begin, 0);
   cp_async_commit();
-  if (num_tiles > 1) blk.read_slots(blk.key_begin + kKeys, slots);
+  cp_async_wait<0>();
+  __syncthreads();
+  bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
+  if (num_tiles > 1) blk.stage_slots(blk.key_begin + kKeys, 1);
+  cp_async_commit();
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile & 1;
@@ -223,9 +247,11 @@ __device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned ch
     // The next tile's gather (slot-id reads, then cp.async) overlaps the QK
     // wgmma instead of delaying its issue.
     pending_bad = false;
-    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1, slots);
+    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
+    // Tile t + 2's ids go where tile t's were (read by the load_kv above in
+    // the previous iteration).
+    if (tile + 2 < num_tiles) blk.stage_slots(k0 + 2 * kKeys, stage);
     cp_async_commit();
-    if (tile + 2 < num_tiles) blk.read_slots(k0 + 2 * kKeys, slots);
     wgmma_wait<0>();
 
     const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
@@ -260,12 +286,12 @@ __device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned ch
       const bool rescale = m_tile > m_run[half] + kRescaleLog2;
       const float m_new = rescale ? m_tile : m_run[half];
       const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-      scale_old[half] = rescale ? exp2_ftz(m_run[half] - m_ref) : 1.f;
+      scale_old[half] = rescale ? blk.exp2_ftz(m_run[half] - m_ref) : 1.f;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float p0 = exp2_ftz(s[4 * j + 2 * half] - m_ref);
-        const float p1 = exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
+        const float p0 = blk.exp2_ftz(s[4 * j + 2 * half] - m_ref);
+        const float p1 = blk.exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
         sum += p0 + p1;
         const int key = wg * 32 + j * 8 + 2 * c;
         *reinterpret_cast<uint32_t*>(smem + kOffP + row * 128 + ((((key >> 3) ^ row) & 7) << 4) + (key & 7) * 2) =
@@ -324,23 +350,6 @@ __device__ __forceinline__ void verify_warpgroup(const PagedArgs& a, unsigned ch
                      o[4 * j + 2 * half + 1] / div);
     }
     if (wg == 0 && c == 0) store_lse(a, t, h, split, lse);
-  }
-}
-
-#endif
-
-template <class T>
-__global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
-  const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
-  if (!req.valid) return;
-  if (threadIdx.x < 128) {
-    verify_warpgroup<T, 0>(a, smem, req, m_tile, split, b);
-  } else {
-    verify_warpgroup<T, 1>(a, smem, req, m_tile, split, b);
   }
 #endif
 }
