@@ -129,14 +129,20 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
   *end = e < num_keys ? e : num_keys;
 }
 
-// The slot id stored for request key `kk`: read ahead of the key's row by
-// key_row below; 0 for keys that read no slot id (past key_end, or a tail key
-// taken from tail_kv).
-// An int32 id is kept zero-extended (key_row sign-extends it): converting it
-// here would make the reading thread wait for the load at once.
+// Whether request key `kk` has a slot id to read: below key_end and not a
+// tail key taken from tail_kv.
+__device__ __forceinline__ bool key_reads_slot_id(const PagedArgs& a, const Request& req, int64_t key_end,
+                                                  int64_t kk) {
+  return kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND);
+}
+
+// The raw slot id stored for request key `kk` as key_row takes it: an int64
+// id as is, an int32 id zero-extended (key_row sign-extends it; the sm_90a
+// kernel stages ids as raw bytes in shared memory); 0 for a key that reads
+// no id.
 __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk) {
   int64_t id = 0;
-  if (kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND)) {
+  if (key_reads_slot_id(a, req, key_end, kk)) {
     const int64_t at = req.kv_start + kk;
     id = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
                        : static_cast<int64_t>(static_cast<const uint32_t*>(a.kv_indices)[at]);
@@ -145,7 +151,7 @@ __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request
 }
 
 // Address of request key `kk` (request key index) in the KV storage, given
-// its key_slot_id, or nullptr when it must not be read: at or past key_end,
+// its raw slot id (key_slot_id), or nullptr when it must not be read: at or past key_end,
 // or an out-of-range slot (*bad_slot set, flagged by the `report` thread).
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,

@@ -124,15 +124,13 @@ struct Sm90aBlock {
   __device__ void stage_slots(int64_t k0, int stage) const {
     if (threadIdx.x >= kKeys) return;
     const int64_t kk = k0 + threadIdx.x;
-    const bool reads = kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND);
+    const bool reads = key_reads_slot_id(a, req, key_end, kk);
     const uint32_t dst = base() + static_cast<uint32_t>(kOffSlots + (stage * kKeys + threadIdx.x) * 8);
     const int64_t at = reads ? req.kv_start + kk : 0;
     if (a.index_is_64) {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst),
-                   "l"(static_cast<const int64_t*>(a.kv_indices) + at), "r"(reads ? 8 : 0));
+      cp_async_small<8>(dst, static_cast<const int64_t*>(a.kv_indices) + at, reads ? 8 : 0);
     } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                   "l"(static_cast<const int32_t*>(a.kv_indices) + at), "r"(reads ? 4 : 0));
+      cp_async_small<4>(dst, static_cast<const int32_t*>(a.kv_indices) + at, reads ? 4 : 0);
     }
   }
 
