@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
   const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kKeys - 1) / kKeys);
 
-  // Warpgroup: its key half in QK, its dim half in P V. The shuffle tells the
-  // compiler it is warp-uniform, so descriptors stay in uniform registers.
+  // Warpgroup: its key half in QK, its dim half in P V (broadcast from lane 0
+  // so the compiler sees it warp-uniform).
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       }
     }
     wgmma_commit();
-    // The next tile's gather (slot-id reads, then cp.async) overlaps the QK
-    // wgmma instead of delaying its issue.
+    // The next tile's gather (its slot ids already in shared memory) overlaps
+    // the QK wgmma instead of delaying its issue.
     pending_bad = false;
     if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
     // Tile t + 2's ids go where tile t's were (read by the load_kv above in
