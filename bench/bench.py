@@ -4,6 +4,13 @@
     python3 bench/bench.py --lib build-gpu/libkdtree_kernels_c.so \
         --json $OUT/bench.json --plot $OUT/bench.png [--markdown] [--sweep-splits]
     python3 bench/bench.py --dry-run            # no GPU: shapes, floors (nominal ceilings)
+    python3 bench/bench.py --lib build-gpu/libkdtree_kernels_c.so \
+        --compare-lib portable=build-gpu-portable/libkdtree_kernels_c.so
+
+--compare-lib LABEL=PATH (repeatable) also checks and times another build of
+the library (e.g. -DKDTREE_SM90A=OFF: the portable mma.sync kernel) on the same
+inputs as ours, through a handle of its own: per shape the columns "LABEL ms"
+and "LABEL eff", and a last summary line "LABEL geomean efficiency: X".
 
 One run measures the card's ceilings (copy bandwidth, mma.sync bf16 peak), then
 for each shape S1-S8 (SPEC section 6) builds the inputs, checks ours and every
@@ -12,7 +19,8 @@ median) and, for short shapes, as CUDA-graph replays over rotated input sets.
 The floor is max(bytes / BW, flops / MMA); efficiency = floor / time.
 
 The library is --lib, else $KDTREE_KERNELS_LIB, else build-gpu/ or build/.
-Exit status: 0 all good, 1 a correctness check of ours failed, 2 ours did not run.
+Exit status: 0 all good, 1 a correctness check of ours (or of a compared
+library) failed, 2 ours did not run.
 """
 
 import argparse
@@ -26,7 +34,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -51,6 +59,10 @@ def parse_args(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=None,
                     help="libkdtree_kernels_c.so (default: $KDTREE_KERNELS_LIB, build-gpu/, build/)")
+    ap.add_argument("--compare-lib", action="append", default=[], metavar="LABEL=PATH",
+                    help="also check and time this build of the library on the same inputs "
+                         "as ours (e.g. portable=build-gpu-portable/libkdtree_kernels_c.so); "
+                         "repeatable")
     ap.add_argument("--json", default=None, help="write every number here")
     ap.add_argument("--plot", default=None, help="write a PNG plot here (matplotlib)")
     ap.add_argument("--markdown", action="store_true", help="print the BENCHMARKS.md table")
@@ -67,7 +79,25 @@ def parse_args(argv=None):
     ap.add_argument("--commit", default=None, help="commit id to record (default: git rev-parse)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.compare = compare_specs(ap, args.compare_lib)
+    return args
+
+
+def compare_specs(ap, specs: List[str]) -> List[Tuple[str, str]]:
+    """--compare-lib LABEL=PATH values as (label, path). A label names table
+    columns and a summary line: one word, unique, not "ours"."""
+    pairs = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            ap.error(f"--compare-lib {spec!r}: expected LABEL=PATH")
+        if label.split() != [label] or label == "ours":
+            ap.error(f"--compare-lib {spec!r}: the label must be one word other than 'ours'")
+        if label in (p[0] for p in pairs):
+            ap.error(f"--compare-lib {spec!r}: label {label!r} given twice")
+        pairs.append((label, path))
+    return pairs
 
 
 # --------------------------------------------------------------------------- #
@@ -187,8 +217,47 @@ def dry_run(args) -> int:
               "ceilings_source": "nominal (SPEC section 6)", "shapes": results,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "commit": git_commit(args.commit)}
+    if args.compare:
+        report["compare_libs"] = dry_run_compare(args)
     write_outputs(args, report)
     return 0
+
+
+def dry_run_compare(args) -> List[Dict]:
+    """Say what a GPU run would compare: each library's path and build info
+    (the library loads without a GPU: static cudart, SPEC section 4)."""
+    import ctypes
+
+    def describe(path: Optional[str]) -> Dict:
+        if path is None or not Path(path).is_file():
+            return {"path": path, "found": False, "build_info": None}
+        path = str(Path(path).resolve())
+        try:
+            cdll = ctypes.CDLL(path)
+            cdll.kdtree_build_info.restype = ctypes.c_char_p
+            info = (cdll.kdtree_build_info() or b"").decode()
+        except (OSError, AttributeError) as e:
+            info = f"does not load: {e}"
+        return {"path": path, "found": True, "build_info": info}
+
+    def line(label: str, d: Dict) -> str:
+        if not d["found"]:
+            return f"  {label}: {d['path'] or '(no library found)'}: NOT FOUND"
+        return f"  {label}: {d['path']} ({d['build_info']})"
+
+    ours = describe(find_library(args.lib))
+    print("\nwould compare, per shape on the same inputs and against the same reference "
+          "(kdtree_verify_paged, cold timing):")
+    print(line("ours", ours))
+    entries = []
+    for label, path in args.compare:
+        d = describe(path)
+        print(line(label, d))
+        entries.append({"label": label, **d})
+    labels = [label for label, _ in args.compare]
+    print("columns " + ", ".join(f"'{lab} ms', '{lab} eff'" for lab in labels) + "; summary "
+          + ", ".join(f"'{lab} geomean efficiency'" for lab in labels))
+    return entries
 
 
 def input_sets_for(case, fl, l2_bytes: int) -> int:
@@ -256,6 +325,7 @@ def gpu_run(args) -> int:
             lib, lib_reason = None, f"{lib_path}: {type(e).__name__}: {e}"
     if lib is None:
         print("!" * 78 + f"\n!!! OURS DOES NOT RUN: {lib_reason}\n" + "!" * 78)
+    compares = load_compare_libs(args)
 
     # -- ceilings --
     bw = copy_bandwidth(dev)
@@ -289,12 +359,28 @@ def gpu_run(args) -> int:
             res["ours"] = {"ran": False, "reason": lib_reason}
         else:
             try:
-                res["ours"], res["splits"] = run_ours(args, lib, sets, fl, ref_out, ref_lse,
-                                                      timer, quick)
+                res["ours"], res["splits"] = run_ours(lib, sets, fl, ref_out, ref_lse, timer,
+                                                      quick, args.sweep_splits)
             except Exception as e:
                 traceback.print_exc()
                 res["ours"] = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
             torch.cuda.empty_cache()
+
+        # ---- other builds of the library (--compare-lib) ----
+        if compares:
+            res["compare"] = {}
+        for label, clib, reason in compares:
+            entry = {"ran": False, "reason": reason}
+            if clib is not None:
+                try:
+                    entry, _ = run_ours(clib, sets, fl, ref_out, ref_lse, timer, quick, False)
+                    if res["ours"].get("ran"):
+                        entry["ours_speedup"] = entry["ms"] / res["ours"]["ms"]
+                except Exception as e:
+                    traceback.print_exc()
+                    entry = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
+                torch.cuda.empty_cache()
+            res["compare"][label] = entry
 
         # ---- peers ----
         for P in peer_classes:
@@ -349,6 +435,12 @@ def gpu_run(args) -> int:
               "mma_log": mma_log, "library": lib.path if lib else None,
               "library_build_info": lib.build_info() if lib else None,
               "binding": lib.binding if lib else None, "shapes": shape_results}
+    if compares:
+        report["compare_libs"] = [
+            {"label": label, "path": clib.path if clib else path,
+             "build_info": clib.build_info() if clib else None,
+             "binding": clib.binding if clib else None, "reason": reason}
+            for (label, clib, reason), (_, path) in zip(compares, args.compare)]
     report["summary"] = summarize(shape_results)
     report["seconds"] = time.time() - t_start
     print_report(report, args, peer_classes)
@@ -358,11 +450,40 @@ def gpu_run(args) -> int:
         return 2
     if any(r["ours"] and r["ours"].get("ran") and not r["ours"]["correct"] for r in shape_results):
         return 1
+    if any(c.get("ran") and not c["correct"] for r in shape_results
+           for c in r.get("compare", {}).values()):
+        return 1
     return 0
 
 
-def run_ours(args, lib, sets, fl, ref_out, ref_lse, timer, quick):
-    """Check and time ours on one shape; optionally sweep num_splits."""
+def load_compare_libs(args) -> List[Tuple[str, Optional[object], str]]:
+    """(label, KdtreeLib or None, why not) per --compare-lib. Each is a separate
+    load of another file: only kdtree_* leave the library and its cudart is
+    static, so two builds run side by side without sharing state."""
+    from ours import KdtreeLib
+
+    loaded = []
+    for label, path in args.compare:
+        clib, reason = None, ""
+        if not Path(path).is_file():
+            reason = f"{path}: not found"
+        else:
+            try:
+                clib = KdtreeLib(path)
+                clib.prepare(args.device)
+                print(f"{label}: {clib.path}\n      {clib.build_info()}\n      binding: "
+                      f"{clib.binding}")
+            except Exception as e:
+                clib, reason = None, f"{path}: {type(e).__name__}: {e}"
+        if clib is None:
+            print("!" * 78 + f"\n!!! {label.upper()} DOES NOT RUN: {reason}\n" + "!" * 78)
+        loaded.append((label, clib, reason))
+    return loaded
+
+
+def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits):
+    """Check and time one build of the library on one shape (ours, or one of
+    --compare-lib, which never sweeps); optionally sweep num_splits."""
     import torch
 
     from inputs import lse_max_abs, rel_frobenius
@@ -372,7 +493,7 @@ def run_ours(args, lib, sets, fl, ref_out, ref_lse, timer, quick):
     dev = sets[0].q.device
     runners = [OursRunner(lib, s, 0) for s in sets]
     variants = {}
-    if args.sweep_splits:
+    if sweep_splits:
         for ns in SPLIT_VARIANTS:
             try:
                 variants[ns] = OursRunner(lib, sets[0], ns)
@@ -477,7 +598,22 @@ def summarize(shape_results) -> Dict:
                 ours["S8"]["ms"] <= FLASHMLA_SPEC_S8_MS / 2)
         bars["every checked output correct"] = summary["all_correct"]
     summary["bars"] = bars
+
+    for label in compare_labels(shape_results):
+        runs = {r["meta"]["id"]: r["compare"][label] for r in shape_results
+                if r["compare"][label].get("ran")}
+        c_effs = [c["efficiency"] for c in runs.values()]
+        summary.setdefault("compare", {})[label] = {
+            "geomean_efficiency": geomean(c_effs),
+            "min_efficiency": min(c_effs) if c_effs else None, "shapes_run": sorted(runs),
+            "all_correct": all(c["correct"] for c in runs.values()),
+            "ours_speedup_geomean": geomean([c.get("ours_speedup") for c in runs.values()])}
     return summary
+
+
+def compare_labels(shape_results) -> List[str]:
+    """The --compare-lib labels, in the order given (every shape has them all)."""
+    return list(shape_results[0].get("compare", {})) if shape_results else []
 
 
 # --------------------------------------------------------------------------- #
@@ -491,6 +627,12 @@ def print_shape_line(res) -> None:
                 f"{'ok' if o['correct'] else 'FAIL'}")
     else:
         ours = f"ours did not run ({o.get('reason', '?')})"
+    for label, c in res.get("compare", {}).items():
+        if c.get("ran"):
+            ours += (f"; {label} {c['ms']:.4f} ms eff {c['efficiency']:.3f} err {c['err']:.2e} "
+                     f"{'ok' if c['correct'] else 'FAIL'}")
+        else:
+            ours += f"; {label} did not run ({c.get('reason', '?')})"
     peers = "; ".join(f"{n} {e['ms']:.3f} ms" if e.get("ran") else f"{n} -"
                       for n, e in res["peers"].items())
     print(f"[{m['id']}] floor {m['floor_ms']:.4f} ms ({m['bound']}); {ours}; {peers} "
@@ -522,12 +664,26 @@ def table_rows(report) -> List[List[str]]:
             fmt(p.get("flashmla", {}).get("ms"), ".4f") if p.get("flashmla", {}).get("ran") else "-",
             fmt(m.get("flashmla_spec_efficiency"), ".3f"),
         ])
+        for label in compare_labels(report["shapes"]):
+            c = r["compare"][label]
+            if c.get("ran"):
+                rows[-1] += [fmt(c["ms"], ".4f") + ("" if c["correct"] else " FAIL"),
+                             fmt(c["efficiency"], ".3f")]
+            else:
+                rows[-1] += ["-", "-"]
     return rows
 
 
 TABLE_HEADER = ["shape", "BxHxqxP", "ours ms", "graph ms", "floor ms", "bnd", "eff", "GB/s",
                 "TFLOP/s", "err", "torch ms", "vs torch", "triton ms", "vs triton",
                 "flashmla ms", "FlashMLA eff (SPEC)"]
+
+
+def table_header(report) -> List[str]:
+    """TABLE_HEADER, then "LABEL ms", "LABEL eff" per --compare-lib."""
+    extra = [f"{label} {col}" for label in compare_labels(report["shapes"])
+             for col in ("ms", "eff")]
+    return TABLE_HEADER + extra
 
 
 def summary_lines(report) -> List[str]:
@@ -544,6 +700,8 @@ def summary_lines(report) -> List[str]:
     ]
     if s.get("vs_flashmla_geomean") is not None:
         lines.append(f"vs flashmla geomean: {x(s['vs_flashmla_geomean'])} (causal tail)")
+    for label, c in s.get("compare", {}).items():
+        lines.append(f"{label} geomean efficiency: {fmt(c['geomean_efficiency'], '.3f')}")
     return lines
 
 
@@ -552,8 +710,8 @@ def markdown_table(report) -> str:
     out = [f"Measured {env['date']} on {env['device']}, commit {env['commit']}: "
            f"BW {report['bw_bytes_per_s'] / 1e12:.2f} TB/s, MMA "
            f"{report['mma_flop_per_s'] / 1e12:.0f} TFLOP/s ({report['ceilings_source']}).", "",
-           "| " + " | ".join(TABLE_HEADER) + " |",
-           "|" + "|".join("---" for _ in TABLE_HEADER) + "|"]
+           "| " + " | ".join(table_header(report)) + " |",
+           "|" + "|".join("---" for _ in table_header(report)) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
     out.append("")
     out += [f"- {line}" for line in summary_lines(report)]
@@ -565,9 +723,10 @@ def print_report(report, args, peer_classes) -> None:
     print()
     print("=" * 100)
     rows = table_rows(report)
+    header = table_header(report)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(TABLE_HEADER)]
-    print("  ".join(h.rjust(w) for h, w in zip(TABLE_HEADER, widths)))
+              for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     print("=" * 100)
@@ -596,6 +755,21 @@ def print_report(report, args, peer_classes) -> None:
                   f"finite {o['finite']}, deterministic {o['deterministic']}, spread "
                   f"{o['spread']:.1%} over {o['iters']} iters, workspace {o['workspace_bytes']} B"
                   + ("" if o["correct"] else "   <-- INCORRECT"))
+
+    for c in report.get("compare_libs", []):
+        print(f"compared {c['label']}: {c['path']}: "
+              + (f"did not run ({c['reason']})" if c["reason"]
+                 else f"{c['build_info']}; binding: {c['binding']}"))
+        for r in report["shapes"]:
+            e = r["compare"][c["label"]]
+            if e.get("ran"):
+                print(f"{c['label']} {r['meta']['id']}: err {e['err']:.2e}, lse err "
+                      f"{e['lse_err']:.2e}, error_flag {e['error_flag']}, finite {e['finite']}, "
+                      f"deterministic {e['deterministic']}, spread {e['spread']:.1%} over "
+                      f"{e['iters']} iters, ours {fmt(e.get('ours_speedup'), '.2f')}x as fast"
+                      + ("" if e["correct"] else "   <-- INCORRECT"))
+            elif not c["reason"]:  # loaded, failed on this shape
+                print(f"{c['label']} {r['meta']['id']}: did not run ({e.get('reason', '?')})")
 
     if any(r.get("splits") for r in report["shapes"]):
         labels = [("auto" if ns == 0 else str(ns)) for ns in SPLIT_VARIANTS]

@@ -60,9 +60,12 @@ class KdtreeLib:
 
     def __init__(self, path: str):
         self.path = str(Path(path).resolve())
-        # The bindings find the library through this variable: make them load
-        # the same file (dlopen of one path twice gives one handle).
-        os.environ["KDTREE_KERNELS_LIB"] = self.path
+        # The bindings load a library when first imported, found through this
+        # variable: make it this file (dlopen of one path twice gives one
+        # handle). A later KdtreeLib on another file (bench.py --compare-lib)
+        # takes a handle of its own from kdtree_kernels.load_library.
+        if "kdtree_kernels" not in sys.modules:
+            os.environ["KDTREE_KERNELS_LIB"] = self.path
         self._cdll = ctypes.CDLL(self.path)
         c = self._cdll
         c.kdtree_last_error_message.restype = ctypes.c_char_p
@@ -98,10 +101,11 @@ class KdtreeLib:
             ours = [f[0] for f in _VerifyPagedParams._fields_]
             if theirs != ours:
                 raise ImportError(f"its VerifyPagedParams fields differ: {theirs}")
+            handle, how = kk.lib, "bindings/python kdtree_kernels"
             if Path(kk.lib.path).resolve() != Path(self.path):
-                raise ImportError(f"it loaded {kk.lib.path}")
+                handle, how = kk.load_library(self.path), how + ", a handle of its own"
             # The package's functions raise KDTreeError with the C message.
-            return params, {n: getattr(kk.lib, n) for n in names}, "bindings/python kdtree_kernels"
+            return params, {n: getattr(handle, n) for n in names}, how
         except Exception as e:  # any failure: fall back, and say why
             why = f"{type(e).__name__}: {e}".splitlines()[0]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Plot a bench.py report: time per shape on a log scale, ours against the peers
-and the floor.
+"""Plot a bench.py report: time per shape on a log scale, ours (and any other
+build of the library given by --compare-lib) against the peers and the floor.
 
     python3 bench/plot.py bench.json bench.png
 """
@@ -33,6 +33,14 @@ def _spec_flashmla(result: Dict) -> Optional[float]:
     return meta["floor_ms"] / eff if eff else None
 
 
+def compare_series(report: Dict) -> List:
+    """One series per other build of the library (bench.py --compare-lib)."""
+    markers = "<>*hp"
+    return [(f"ours, {c['label']} build", markers[k % len(markers)],
+             lambda r, label=c["label"]: _ran(r.get("compare", {}).get(label), "ms"))
+            for k, c in enumerate(report.get("compare_libs", []))]
+
+
 def plot_report(report: Dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -45,7 +53,8 @@ def plot_report(report: Dict, path: str) -> None:
     floors = [r["meta"]["floor_ms"] for r in shapes]
     ax.hlines(floors, [x - 0.38 for x in xs], [x + 0.38 for x in xs], colors="black",
               linewidth=2.0, label="floor max(bytes/BW, flops/MMA)")
-    drawn = [s for s in SERIES if any(s[2](r) for r in shapes)]
+    drawn = [s for s in SERIES[:2] + compare_series(report) + SERIES[2:]
+             if any(s[2](r) for r in shapes)]
     for k, (label, marker, get) in enumerate(drawn):
         offset = (k - (len(drawn) - 1) / 2) * 0.1
         pts = [(x + offset, get(r)) for x, r in zip(xs, shapes) if get(r)]

@@ -12,7 +12,8 @@
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200)
 #   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
-#                     its gpu tests (the portable mma.sync verify path on the H200)
+#                     its gpu tests (the portable mma.sync verify path on the H200);
+#                     bench.py times it beside build-gpu (--compare-lib portable=...)
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
 #   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
 #   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
@@ -218,8 +219,17 @@ fi
 bench_result=""
 if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so
+  # Both verify kernels in one table (issue #8): the portable build, when this
+  # run built it (a library left from an earlier run's build dir would be stale).
+  compare_args=()
+  portable_lib=build-gpu-portable/libkdtree_kernels_c.so
+  if [ "${PORTABLE_CHECK:-0}" = 1 ] && [[ $portable_result != *"BUILD FAILED"* ]] &&
+     [ -f "$portable_lib" ]; then
+    compare_args=(--compare-lib "portable=$PWD/$portable_lib")
+  fi
   PYTHONPATH=$PWD/bindings/python timeout 400 python3 bench/bench.py --markdown \
-    --json "$OUT/bench.json" --plot "$OUT/bench.png" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+    --json "$OUT/bench.json" --plot "$OUT/bench.png" "${compare_args[@]}" ${BENCH_ARGS:-} \
+    > "$OUT/bench.log" 2>&1
   bench_result="bench/bench.py: exit $? (bench.log)"
   if [ -f bench/bench_defrag.py ]; then
     echo "=============== bench/bench_defrag.py ===============" >> "$OUT/bench.log"

@@ -7,7 +7,9 @@ library's message. The library is found through $KDTREE_KERNELS_LIB, next to
 this package, in <repo>/build, or by the system loader.
 
 Power users can fill the Structures themselves and call ``lib.<c function>``
-directly (every function returning a status raises on failure).
+directly (every function returning a status raises on failure);
+``load_library(path)`` gives such a handle on another build of the library,
+side by side with ``lib``.
 """
 
 from ._structs import *  # noqa: F401,F403  (constants and Structures)
@@ -15,7 +17,7 @@ from ._structs import STRUCTS
 from .errors import (ArchNotBuiltError, CudaError, InternalError, InvalidArgumentError,
                      KDTreeError, MisalignedError, NoDeviceError, StructVersionError,
                      UnsupportedError, WorkspaceTooSmallError, ERROR_CLASSES)
-from ._lib import lib, exported_functions
+from ._lib import lib, exported_functions, load as load_library
 from .api import (HEAD_DIM_LATENT, HEAD_DIM_ROPE, abi_version, build_info,
                   defrag_copy, defrag_plan, defrag_remap, defrag_remap_workspace_size,
                   device_supported, fragmentation_stats, last_error_message,

@@ -145,13 +145,13 @@ def _candidate_paths():
     return paths
 
 
-def _load():
+def _load(path=None):
     errors = []
-    for path in _candidate_paths():
+    for candidate in [path] if path else _candidate_paths():
         try:
-            return ctypes.CDLL(path), path
+            return ctypes.CDLL(candidate), candidate
         except OSError as e:
-            errors.append(f"  {path}: {e}")
+            errors.append(f"  {candidate}: {e}")
     raise ImportError(
         "kdtree_kernels: cannot load " + LIBRARY_NAME + " (set " + ENV_LIBRARY
         + " to its path). Tried:\n" + "\n".join(errors))
@@ -199,8 +199,16 @@ def _check_structs(library):
                 f"({mirror.__name__}); the bindings and the library disagree")
 
 
-def load():
-    cdll, path = _load()
+def load(path=None):
+    """A checked handle on the library at `path`, else on the first candidate
+    of _candidate_paths(). The package's functions use `lib` below; a caller
+    that wants a second build side by side (the benchmark comparing the sm_90a
+    and portable kernels) takes its own handle here and calls its functions.
+    Two different files stay independent in one process: ctypes opens each
+    RTLD_LOCAL, and only kdtree_* leave the library (static cudart inside), so
+    they share no symbols or state. The same path twice gives one dlopen handle.
+    """
+    cdll, path = _load(path)
     library = Library(cdll, path)
     abi = library.kdtree_abi_version()
     if abi != s.ABI_VERSION:
