@@ -54,6 +54,27 @@ def test_versions_agree_with_header():
     assert kk.build_info().startswith("kdtree_kernels " + kk.version())
 
 
+def test_load_library_gives_a_checked_handle_of_its_own(tmp_path):
+    # A copy of the library under another name is a second, independent build
+    # as far as the loader is concerned (what bench.py --compare-lib relies on).
+    other = tmp_path / "libkdtree_kernels_c_copy.so"
+    other.write_bytes(open(kk.lib.path, "rb").read())
+    handle = kk.load_library(str(other))
+    assert handle.path == str(other) and handle is not kk.lib
+    assert handle.kdtree_abi_version() == kk.abi_version()
+    assert handle.kdtree_build_info().decode() == kk.build_info()
+    # The copy is a separate library: its error message is its own.
+    size = ctypes.c_size_t(0)
+    with pytest.raises(kk.InvalidArgumentError, match="kdtree_first_name"):
+        kk.lib.kdtree_struct_size(b"kdtree_first_name", ctypes.byref(size))
+    with pytest.raises(kk.InvalidArgumentError, match="kdtree_second_name"):
+        handle.kdtree_struct_size(b"kdtree_second_name", ctypes.byref(size))
+    assert "kdtree_second_name" in handle.last_error_message()
+    assert "kdtree_first_name" in kk.lib.last_error_message()
+    with pytest.raises(ImportError, match="cannot load"):
+        kk.load_library(str(tmp_path / "missing.so"))
+
+
 def test_constants_mirror_header():
     h = header_constants()
     mirrored = {k[len("KDTREE_"):]: v for k, v in h.items()
