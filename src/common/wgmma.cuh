@@ -26,11 +26,19 @@
 
 namespace kdtree {
 
-// 128-byte-swizzle descriptor of a shared-memory operand at `smem_addr`.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+// Shared-memory layouts a descriptor can name (its bits 62-63).
+enum class WgmmaLayout : uint64_t { kInterleave = 0, kSwizzle128 = 1 };
+
+// Descriptor of a shared-memory operand at `smem_addr`: start address, leading
+// and stride byte offsets (16-byte units), layout.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes,
+                                               WgmmaLayout layout) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
          static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16 |
-         static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32 | static_cast<uint64_t>(1) << 62;
+         static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32 | static_cast<uint64_t>(layout) << 62;
+}
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return wgmma_desc(smem_addr, lbo_bytes, sbo_bytes, WgmmaLayout::kSwizzle128);
 }
 
 // Orders register writes to accumulators / fragments before the next wgmma.

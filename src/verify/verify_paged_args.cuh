@@ -129,6 +129,20 @@ __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, in
   *end = e < num_keys ? e : num_keys;
 }
 
+// Query row r (token * H + head) of the request, for the block's Q tile
+// loads; the q base itself when r is past the request's `rows` (*ok false:
+// the caller zero-fills without reading).
+template <class T>
+__device__ __forceinline__ const T* q_row(const PagedArgs& a, const Request& req, int rows, int r, bool* ok) {
+  const T* src = static_cast<const T*>(a.q);
+  *ok = r < rows;
+  if (*ok) {
+    const int i = r / a.num_heads, h = r - i * a.num_heads;
+    src += (req.q_start + i) * a.q_stride_token + h * a.q_stride_head;
+  }
+  return src;
+}
+
 // Whether request key `kk` has a slot id to read: below key_end and not a
 // tail key taken from tail_kv.
 __device__ __forceinline__ bool key_reads_slot_id(const PagedArgs& a, const Request& req, int64_t key_end,

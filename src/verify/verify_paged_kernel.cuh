@@ -106,12 +106,8 @@ struct VerifyBlock {
     for (int pass = 0; pass < kBlockM / kRowsPerPass; ++pass) {
       const int r_local = pass * kRowsPerPass + threadIdx.x / 8;
       const int r = row0 + r_local;
-      const T* src = static_cast<const T*>(a.q);
-      const bool ok = r < rows;
-      if (ok) {
-        const int i = r / a.num_heads, h = r - i * a.num_heads;
-        src += (req.q_start + i) * a.q_stride_token + h * a.q_stride_head;
-      }
+      bool ok;
+      const T* src = q_row<T>(a, req, rows, r, &ok);
 #pragma unroll
       for (int u = 0; u < kChunks / 8; ++u) {
         const int c = lane8 + 8 * u;

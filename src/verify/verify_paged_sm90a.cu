@@ -78,11 +78,7 @@ struct Sm90aBlock {
     return static_cast<uint32_t>((chunk >> 3) * kBlockBytes + row * 128 + (((chunk ^ row) & 7) << 4));
   }
   // Ones: a 16 x 8 B operand needs no layout, every element being 1.
-  __device__ uint64_t ones_desc() const {
-    const uint32_t addr = base() + kOffOnes;
-    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>(128 >> 4) << 16 |
-           static_cast<uint64_t>(256 >> 4) << 32;
-  }
+  __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
@@ -95,12 +91,8 @@ struct Sm90aBlock {
     for (int pass = 0; pass < kRows / (kThreads / 8); ++pass) {
       const int r_local = pass * (kThreads / 8) + threadIdx.x / 8;
       const int r = row0 + r_local;
-      const T* src = static_cast<const T*>(a.q);
-      const bool ok = r < rows;
-      if (ok) {
-        const int i = r / a.num_heads, h = r - i * a.num_heads;
-        src += (req.q_start + i) * a.q_stride_token + h * a.q_stride_head;
-      }
+      bool ok;
+      const T* src = q_row<T>(a, req, rows, r, &ok);
 #pragma unroll
       for (int u = 0; u < kDimBlocks; ++u) {
         const int c = lane8 + 8 * u;
