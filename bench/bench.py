@@ -747,14 +747,19 @@ def print_report(report, args, peer_classes) -> None:
             print(f"peer {P.name}: did not run on {','.join(s for s, _ in not_ran)}: "
                   + " | ".join(reasons))
 
+    def check_line(name, shape_id, e, bounds, tail):
+        """One library's correctness and timing facts on one shape."""
+        out_bound = f" (<= {OUT_TOLERANCE})" if bounds else ""
+        lse_bound = f" (<= {LSE_TOLERANCE})" if bounds else ""
+        return (f"{name} {shape_id}: err {e['err']:.2e}{out_bound}, lse err {e['lse_err']:.2e}{lse_bound}, "
+                f"error_flag {e['error_flag']}, finite {e['finite']}, deterministic {e['deterministic']}, "
+                f"spread {e['spread']:.1%} over {e['iters']} iters, {tail}"
+                + ("" if e["correct"] else "   <-- INCORRECT"))
+
     for r in report["shapes"]:
         o = r["ours"] or {}
         if o.get("ran"):
-            print(f"ours {r['meta']['id']}: err {o['err']:.2e} (<= {OUT_TOLERANCE}), lse err "
-                  f"{o['lse_err']:.2e} (<= {LSE_TOLERANCE}), error_flag {o['error_flag']}, "
-                  f"finite {o['finite']}, deterministic {o['deterministic']}, spread "
-                  f"{o['spread']:.1%} over {o['iters']} iters, workspace {o['workspace_bytes']} B"
-                  + ("" if o["correct"] else "   <-- INCORRECT"))
+            print(check_line("ours", r["meta"]["id"], o, True, f"workspace {o['workspace_bytes']} B"))
 
     for c in report.get("compare_libs", []):
         print(f"compared {c['label']}: {c['path']}: "
@@ -763,11 +768,8 @@ def print_report(report, args, peer_classes) -> None:
         for r in report["shapes"]:
             e = r["compare"][c["label"]]
             if e.get("ran"):
-                print(f"{c['label']} {r['meta']['id']}: err {e['err']:.2e}, lse err "
-                      f"{e['lse_err']:.2e}, error_flag {e['error_flag']}, finite {e['finite']}, "
-                      f"deterministic {e['deterministic']}, spread {e['spread']:.1%} over "
-                      f"{e['iters']} iters, ours {fmt(e.get('ours_speedup'), '.2f')}x as fast"
-                      + ("" if e["correct"] else "   <-- INCORRECT"))
+                print(check_line(c["label"], r["meta"]["id"], e, False,
+                                 f"ours {fmt(e.get('ours_speedup'), '.2f')}x as fast"))
             elif not c["reason"]:  # loaded, failed on this shape
                 print(f"{c['label']} {r['meta']['id']}: did not run ({e.get('reason', '?')})")
 
