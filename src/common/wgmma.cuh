@@ -65,14 +65,17 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
-#define KDTREE_WGMMA_M64N32K16(TY)                                                   \
+#define KDTREE_WGMMA_M64N64K16(TY)                                                   \
   asm volatile(                                                                          \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                        \
-    "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                             \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
-    "%16, %17, p, 1, 1, 0, %19;\n}\n"                                                 \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                        \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+    "%32, %33, p, 1, 1, 0, %35;\n}\n"                                                 \
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
 #define KDTREE_WGMMA_M64N256K16(TY)                                                   \
@@ -119,11 +122,11 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
     }                                                                                               \
   }
 KDTREE_WGMMA_FUNCTION(8, 4)
-KDTREE_WGMMA_FUNCTION(32, 16)
+KDTREE_WGMMA_FUNCTION(64, 32)
 KDTREE_WGMMA_FUNCTION(256, 128)
 #undef KDTREE_WGMMA_FUNCTION
 #undef KDTREE_WGMMA_M64N8K16
-#undef KDTREE_WGMMA_M64N32K16
+#undef KDTREE_WGMMA_M64N64K16
 #undef KDTREE_WGMMA_M64N256K16
 
 }  // namespace kdtree

@@ -202,24 +202,53 @@ __device__ __forceinline__ bool key_visible(const PagedArgs& a, const Request& r
   return visible;
 }
 
-// Output dims (dim, dim + 1) of global query row t, head h, already divided
-// by the row's weight: to out when the call has one split, else to split
-// `split`'s partial state (an empty split leaves it unwritten: the merge
-// never reads it).
-__device__ __forceinline__ void store_out_pair(const PagedArgs& a, int64_t t, int h, int split, bool row_empty,
-                                               int dim, float v0, float v1) {
-  if (a.num_splits == 1) {
-    const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim;
-    if (a.out_dtype == KDTREE_DTYPE_F32) {
-      *reinterpret_cast<float2*>(static_cast<float*>(a.out) + at) = make_float2(v0, v1);
-    } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
-      *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(a.out) + at) = pack2<__nv_bfloat16>(v0, v1);
-    } else {
-      *reinterpret_cast<uint32_t*>(static_cast<__half*>(a.out) + at) = pack2<__half>(v0, v1);
-    }
-  } else if (!row_empty) {
+// x / d for the values of one row: one IEEE reciprocal per row, then per
+// value a product refined by one Newton step, with no branch (x == d still
+// gives exactly 1, so all-ones values normalize to exactly 1; NaN propagates).
+struct RowDivisor {
+  float d, r;
+  __device__ explicit RowDivisor(float divisor) : d(divisor), r(1.f / divisor) {}
+  __device__ float operator()(float x) const {
+    const float q = x * r;
+    return fmaf(fmaf(-q, d, x), r, q);
+  }
+};
+
+// Output dims dim0 + 8j and dim0 + 8j + 1 (j < kPairs) of global query row t,
+// head h, their values pair(j) (a float2, already normalized): to out when
+// the call has one split, else to split `split`'s partial state (an empty row
+// leaves it unwritten: the merge never reads it). The destination and dtype
+// are picked once per row, so the executed store code stays short.
+template <int kPairs, class Pair>
+__device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, bool row_empty,
+                                              int dim0, const Pair& pair) {
+  if (a.num_splits > 1) {
+    if (row_empty) return;
     const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
-    *reinterpret_cast<float2*>(a.partial_out + state * kLatentDim + dim) = make_float2(v0, v1);
+    float* dst = a.partial_out + state * kLatentDim + dim0;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
+    return;
+  }
+  const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim0;
+  if (a.out_dtype == KDTREE_DTYPE_F32) {
+    float* dst = static_cast<float*>(a.out) + at;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
+  } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(a.out) + at;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const float2 v = pair(j);
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<__nv_bfloat16>(v.x, v.y);
+    }
+  } else {
+    __half* dst = static_cast<__half*>(a.out) + at;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const float2 v = pair(j);
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<__half>(v.x, v.y);
+    }
   }
 }
 

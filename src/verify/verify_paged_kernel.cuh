@@ -428,18 +428,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         float l = 0.f;
 #pragma unroll
         for (int ks = 0; ks < Cfg::kKeySlices; ++ks) l += blk.red_sum()[ks * kBlockM + row];
-        // Divide rather than multiply by 1/w: all-ones values then give exactly 1.
+        // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
         // fp8 KV was fed to the tensor cores unscaled: kv_scale applies here.
         const float w = blk.row_weight()[row];
-        const float div = w > 0.f ? w / a.out_scale : 1.f;
+        const RowDivisor div(w > 0.f ? w / a.out_scale : 1.f);
         // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
         const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
         const int64_t t = req.q_start + token;
-#pragma unroll
-        for (int nt = 0; nt < 16; ++nt) {
-          store_out_pair(a, t, h, split, l == 0.f, dim_quarter * 128 + nt * 8 + 2 * c, o_acc[mt][nt][2 * half] / div,
-                         o_acc[mt][nt][2 * half + 1] / div);
-        }
+        store_out_row<16>(a, t, h, split, l == 0.f, dim_quarter * 128 + 2 * c, [&](int nt) {
+          return make_float2(div(o_acc[mt][nt][2 * half]), div(o_acc[mt][nt][2 * half + 1]));
+        });
         if (dim_quarter == 0 && c == 0) store_lse(a, t, h, split, lse);
       }
   }

@@ -1,26 +1,27 @@
-// Split-K tree-verify attention on Hopper (sm_90a): warpgroup MMA (wgmma).
+// Split-K tree-verify attention on Hopper (sm_90a): warpgroup MMA (wgmma),
+// one warpgroup for the scores and one for the gather.
 //
 // Same grid, split plan, workspace and merge as the portable kernel
 // (verify_paged_kernel.cuh): block (m, s, b) takes query rows
 // [64m, 64m + 64) of request b (row = token * H + head) and the keys of split
-// s, 64 keys per tile, gathered by slot id with cp.async into a two-stage
-// buffer while the current tile computes; the slot ids themselves travel by
-// cp.async into shared memory a tile earlier still.
-// 256 threads = two warpgroups; per tile:
-//   1. warpgroup w: S_w = Q K^T for all 64 rows and keys [32w, 32w + 32) over
-//      the 576 dims (36 wgmma m64n32k16, Q and K from shared memory), scaled
-//      to base 2; the mask runs only on tiles with tail keys, a split end or
-//      a flagged slot. Row maxima of both halves meet in shared memory.
-//   2. online softmax with the lazy rescale of the portable kernel (both
-//      warpgroups take the same decision from the same maxima); P (bf16/f16)
-//      to shared memory.
-//   3. warpgroup w: O[:, 256w .. 256w + 256) = alpha O + P V (4 wgmma
-//      m64n256k16, V = the first 512 dims of the same tile read transposed),
-//      and P times a ones column (m64n8k16), so O is normalized by the
-//      tensor-core sum of the same rounded P (all-ones values give exactly 1).
-//      Both warpgroups issue the same wgmma sequence: one in a divergent
-//      branch would make ptxas serialize them all. (Leaving P V in flight
-//      under the next tile's QK made ptxas serialize every wgmma, C7514.)
+// s, 64 keys per tile, in a two-stage KV buffer. 256 threads, two roles:
+//   warpgroup 0 (scores): S = Q K^T for the whole 64 x 64 tile (36 wgmma
+//     m64n64k16 over the 576 dims, Q and K from shared memory), the mask on
+//     tiles with tail keys, a split end or a flagged slot, the online softmax
+//     with the portable kernel's lazy rescale, P (bf16/f16) and the rows'
+//     rescale factors to shared memory; then O[:, 0..256) = alpha O + P V
+//     (4 wgmma m64n256k16, V = the tile's first 512 dims read transposed) and
+//     P times a ones column (m64n8k16), so O is normalized by the
+//     tensor-core sum of the same rounded P (all-ones values give exactly 1).
+//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P, and
+//     the KV rows: slot ids into shared memory by cp.async a tile ahead, rows
+//     of tile t + 2 by cp.async into the stage tile t leaves.
+// The two meet only at named barriers, each a producer's bar.arrive against a
+// consumer's bar.sync: kv_full (tile landed), kv_free (warpgroup 0 done with
+// a stage), p_full (P and factors written), p_free (warpgroup 1 done reading
+// them). Warpgroup 0's score and softmax work for tile t + 1 thus runs while
+// warpgroup 1's P V of tile t is on the tensor cores, and the gather never
+// takes an issue slot from the scores.
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
@@ -39,6 +40,7 @@ namespace {
 constexpr int kRows = kSm90aRows;
 constexpr int kKeys = kSm90aKeys;
 constexpr int kThreads = 256;               // two warpgroups
+constexpr int kGroup = 128;                 // threads of a warpgroup
 constexpr int kDimBlocks = kHeadDim / 64;   // 64-dim column blocks of a row (9)
 constexpr int kBlockBytes = kRows * 128;    // one column block of 64 rows
 static_assert(kKeys == kRows, "Q and KV tiles share the column-block geometry");
@@ -48,13 +50,35 @@ constexpr size_t kOffQ = 0;
 constexpr size_t kOffKv = kOffQ + kTileBytes;          // [2] stages
 constexpr size_t kOffP = kOffKv + 2 * kTileBytes;      // [64 rows][64 keys]
 constexpr size_t kOffOnes = kOffP + kBlockBytes;       // 16 keys x 8 ones
-constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: maxima, then sums
-constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8
-constexpr size_t kOffSlots = kOffBadKey + 2 * kKeys;    // [2][64] i64: slot ids a tile ahead
+constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale factors, then w and l
+constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8: flagged slots per stage
+constexpr size_t kOffBadWarp = kOffBadKey + 2 * kKeys;  // [2][4] u8: any flagged slot per gather warp
+constexpr size_t kOffSlots = kOffBadWarp + 16;          // [2][64] i64: slot ids a tile ahead
 constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
 // The dynamic shared memory base is aligned up to 1024 B (the swizzle atom).
 constexpr size_t kSmemBytes = kLayoutBytes + 1024;
 static_assert(kSmemBytes <= 232448, "sm_90 opt-in shared memory");
+
+// Named barriers (0 is __syncthreads): producer bar.arrive, consumer bar.sync.
+enum Barrier : int {
+  kKvFull0 = 1,  // + stage: warpgroup 1 -> 0, the stage's tile landed
+  kKvFree0 = 3,  // + stage: warpgroup 0 -> 1, the stage may be refilled
+  kPFull = 5,    // warpgroup 0 -> 1: P and the rows' factors written
+  kPFree = 6,    // warpgroup 1 -> 0: P read
+  kGather = 7,   // warpgroup 1 alone: staged slot ids visible to the gather
+};
+template <int kId>
+__device__ __forceinline__ void pair_sync() { named_barrier_sync<kId, kThreads>(); }
+template <int kId>
+__device__ __forceinline__ void pair_arrive() { named_barrier_arrive<kId, kThreads>(); }
+__device__ __forceinline__ void kv_full_sync(int stage) { stage ? pair_sync<kKvFull0 + 1>() : pair_sync<kKvFull0>(); }
+__device__ __forceinline__ void kv_full_arrive(int stage) {
+  stage ? pair_arrive<kKvFull0 + 1>() : pair_arrive<kKvFull0>();
+}
+__device__ __forceinline__ void kv_free_sync(int stage) { stage ? pair_sync<kKvFree0 + 1>() : pair_sync<kKvFree0>(); }
+__device__ __forceinline__ void kv_free_arrive(int stage) {
+  stage ? pair_arrive<kKvFree0 + 1>() : pair_arrive<kKvFree0>();
+}
 
 template <class T>
 struct Sm90aBlock {
@@ -82,9 +106,10 @@ struct Sm90aBlock {
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
+  __device__ uint32_t* bad_warps(int stage) const { return reinterpret_cast<uint32_t*>(smem + kOffBadWarp) + stage; }
   __device__ float* red() const { return reinterpret_cast<float*>(smem + kOffRed); }
 
-  // Q rows of the block; rows past the request are zero.
+  // Q rows of the block (all 256 threads); rows past the request are zero.
   __device__ void load_q() const {
     const int lane8 = threadIdx.x % 8;
 #pragma unroll
@@ -101,23 +126,20 @@ struct Sm90aBlock {
     }
   }
 
-  // This thread's keys of a tile: k0 + key_of(pass), 8 threads per key.
-  __device__ static int key_of(int pass) { return pass * (kThreads / 8) + threadIdx.x / 8; }
-  static constexpr int kPasses = kKeys / (kThreads / 8);
   __device__ const int64_t* slots(int stage) const {
     return reinterpret_cast<const int64_t*>(smem + kOffSlots) + stage * kKeys;
   }
 
-  // Slot ids of the tile at k0 into shared memory with cp.async (threads
-  // 0..63, one key each), a tile ahead of load_kv: no thread ever waits on
-  // them. An int32 id goes to the low half of its 8-byte entry, whose high
-  // half the kernel zeroed at the start (key_row sign-extends it); a key
-  // that reads no id gets 0.
-  __device__ void stage_slots(int64_t k0, int stage) const {
-    if (threadIdx.x >= kKeys) return;
-    const int64_t kk = k0 + threadIdx.x;
+  // Slot ids of the tile at k0 into shared memory with cp.async (gather
+  // threads 0..63, one key each), a tile ahead of load_kv: no thread ever
+  // waits on them. An int32 id goes to the low half of its 8-byte entry,
+  // whose high half the kernel zeroed at the start (key_row sign-extends it);
+  // a key that reads no id gets 0.
+  __device__ void stage_slots(int64_t k0, int stage, int gtid) const {
+    if (gtid >= kKeys) return;
+    const int64_t kk = k0 + gtid;
     const bool reads = key_reads_slot_id(a, req, key_end, kk);
-    const uint32_t dst = base() + static_cast<uint32_t>(kOffSlots + (stage * kKeys + threadIdx.x) * 8);
+    const uint32_t dst = base() + static_cast<uint32_t>(kOffSlots + (stage * kKeys + gtid) * 8);
     const int64_t at = reads ? req.kv_start + kk : 0;
     if (a.index_is_64) {
       cp_async_small<8>(dst, static_cast<const int64_t*>(a.kv_indices) + at, reads ? 8 : 0);
@@ -126,15 +148,17 @@ struct Sm90aBlock {
     }
   }
 
-  // Loads of the KV tile at key k0 into `stage`; true when one of this
-  // thread's keys had an out-of-range slot.
-  __device__ bool load_kv(int64_t k0, int stage) const {
+  // The gather warpgroup's loads of the KV tile at key k0 into `stage` (8
+  // threads per key, `gtid` 0..127), with each key's out-of-range flag and
+  // each warp's any-flag.
+  __device__ void load_kv(int64_t k0, int stage, int gtid) const {
+    constexpr int kKeysPerPass = kGroup / 8;
     bool any_bad = false;
-    const int lane8 = threadIdx.x % 8;
+    const int lane8 = gtid % 8;
     const uint32_t tile = base() + kOffKv + stage * kTileBytes;
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const int key = key_of(pass);
+    for (int pass = 0; pass < kKeys / kKeysPerPass; ++pass) {
+      const int key = pass * kKeysPerPass + gtid / 8;
       bool bad;
       const T* src = key_row<T>(a, req, key_end, k0 + key, slots(stage)[key], lane8 == 0, &bad);
       if (lane8 == 0) bad_key(stage)[key] = bad;
@@ -143,13 +167,23 @@ struct Sm90aBlock {
       // address (kv_cache) never dereferenced.
       const int src_bytes = src != nullptr ? 16 : 0;
       if (src == nullptr) src = static_cast<const T*>(a.kv_cache);
+      // Chunk lane8 + 8u of the row: the swizzle term is the same for every
+      // u, so the nine copies differ only by constant offsets.
+      const char* from = reinterpret_cast<const char*>(src) + lane8 * 16;
+      const uint32_t to = tile + chunk_offset(key, lane8);
 #pragma unroll
-      for (int u = 0; u < kDimBlocks; ++u) {
-        const int c = lane8 + 8 * u;
-        cp_async_16(tile + chunk_offset(key, c), src + c * 8, src_bytes);
-      }
+      for (int u = 0; u < kDimBlocks; ++u) cp_async_16(to + u * kBlockBytes, from + u * 128, src_bytes);
     }
-    return any_bad;
+    any_bad = __any_sync(0xffffffffu, any_bad);
+    if (gtid % 32 == 0) reinterpret_cast<uint8_t*>(bad_warps(stage))[gtid / 32] = any_bad;
+  }
+
+  // Gather side of "tile landed": this thread's copies done, then visible to
+  // wgmma (async proxy) and, through the barrier, to warpgroup 0.
+  __device__ static void publish_tile(int stage) {
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    kv_full_arrive(stage);
   }
 };
 
@@ -167,10 +201,12 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   if (blk.row0 >= blk.rows) return;
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
   const int num_tiles = static_cast<int>((blk.key_end - blk.key_begin + kKeys - 1) / kKeys);
+  const auto tile_key = [&](int tile) { return blk.key_begin + static_cast<int64_t>(tile) * kKeys; };
 
-  // Warpgroup: its key half in QK, its dim half in P V (broadcast from lane 0
-  // so the compiler sees it warp-uniform).
-  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  // Warpgroup (broadcast from lane 0 so the compiler sees it warp-uniform):
+  // 0 scores, 1 gather; each owns the P V of its 256 output dims.
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / kGroup, 0);
+  const int gtid = threadIdx.x - kGroup;  // gather thread index (warpgroup 1)
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
   const auto row_token = [&](int half) {
@@ -185,141 +221,181 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
   __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
 
+  // Q, and the slot ids of tiles 0 and 1, waited for here once.
+  blk.load_q();
+  if (wg == 1) {
+    if (num_tiles > 0) blk.stage_slots(tile_key(0), 0, gtid);
+    if (num_tiles > 1) blk.stage_slots(tile_key(1), 1, gtid);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async_smem();
+  __syncthreads();
+
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
-  float w[4] = {0.f, 0.f, 0.f, 0.f};  // rounded P times ones: the rows' weights
-  float m_run[2] = {kNegInf, kNegInf};
-  float l_run[2] = {0.f, 0.f};  // fp32 partial row sums over this warpgroup's keys
-
-  // Descriptors of each operand's first k-step; a k-step, column block or
-  // stage adds its byte offset / 16 to the start-address field (every
-  // address stays below 256 KB, so the field never carries).
-  const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
-  const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv + wg * 32 * 128, 16, 1024);
   const uint64_t v_desc = wgmma_desc_sw128(base + kOffKv + wg * 4 * kBlockBytes, kBlockBytes, 1024);
   const uint64_t p_desc = wgmma_desc_sw128(base + kOffP, 16, 1024);
-  const uint64_t ones_desc = blk.ones_desc();
-
-  blk.load_q();
-  // Tile 0's slot ids first (waited for here, once), then its rows; tile
-  // 1's ids travel with them.
-  if (num_tiles > 0) blk.stage_slots(blk.key_begin, 0);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
-  if (num_tiles > 1) blk.stage_slots(blk.key_begin + kKeys, 1);
-  cp_async_commit();
-
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    const int stage = tile & 1;
-    const int64_t k0 = blk.key_begin + static_cast<int64_t>(tile) * kKeys;
-    cp_async_wait<0>();
-    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
-    const bool any_bad = __syncthreads_or(pending_bad);  // tile landed; previous P V done
-
-    // ---- 1. S = Q K^T: 64 rows x this warpgroup's 32 keys ----
+  // O[:, 256 wg ..) += P V of the tile in `stage` (descriptors of the first
+  // k-step; a k-step, column block or stage adds its byte offset / 16 to the
+  // start-address field: every address stays below 256 KB, so it never carries).
+  const auto issue_pv = [&](int stage) {
     const uint32_t stage_off = stage * (kTileBytes >> 4);
-    float s[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) s[i] = 0.f;  // overwritten by the first wgmma; keeps them defined
-    wgmma_fence();
-#pragma unroll
-    for (int db = 0; db < kDimBlocks; ++db) {
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const uint32_t step = (db * kBlockBytes + ks * 32) >> 4;
-        wgmma_m64n32k16<T, 0>(s, q_desc + step, k_desc + stage_off + step, db | ks);
-      }
-    }
-    wgmma_commit();
-    // The next tile's gather (its slot ids already in shared memory) overlaps
-    // the QK wgmma instead of delaying its issue.
-    pending_bad = false;
-    if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kKeys, stage ^ 1);
-    // Tile t + 2's ids go where tile t's were (read by the load_kv above in
-    // the previous iteration).
-    if (tile + 2 < num_tiles) blk.stage_slots(k0 + 2 * kKeys, stage);
-    cp_async_commit();
-    wgmma_wait<0>();
-
-    const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) s[i] *= a.scale_log2;
-    if (needs_mask) {  // one block-uniform branch: unmasked tiles skip the mask code entirely
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int key_local = wg * 32 + (i / 4) * 8 + 2 * c + (i & 1);
-        const bool bad = any_bad && blk.bad_key(stage)[key_local];
-        if (!key_visible(a, req, b, blk.key_end, k0 + key_local, row_token((i >> 1) & 1), bad)) s[i] = kNegInf;
-      }
-    }
-    float mx[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mx[half] = kNegInf;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mx[half] = fmaxf(mx[half], fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
-      if (c == 0) blk.red()[wg * kRows + warp_row0 + g + 8 * half] = mx[half];
-    }
-    __syncthreads();  // both halves' maxima
-
-    // ---- 2. online softmax; P to shared memory ----
-    float scale_old[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = warp_row0 + g + 8 * half;
-      const float m_tile = fmaxf(mx[half], blk.red()[(wg ^ 1) * kRows + row]);
-      const bool rescale = m_tile > m_run[half] + kRescaleLog2;
-      const float m_new = rescale ? m_tile : m_run[half];
-      const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-      scale_old[half] = rescale ? blk.exp2_ftz(m_run[half] - m_ref) : 1.f;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float p0 = blk.exp2_ftz(s[4 * j + 2 * half] - m_ref);
-        const float p1 = blk.exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
-        sum += p0 + p1;
-        const int key = wg * 32 + j * 8 + 2 * c;
-        *reinterpret_cast<uint32_t*>(smem + kOffP + row * 128 + ((((key >> 3) ^ row) & 7) << 4) + (key & 7) * 2) =
-            pack2<T>(p0, p1);
-      }
-      l_run[half] = l_run[half] * scale_old[half] + sum;
-      m_run[half] = m_new;
-    }
-    fence_proxy_async_smem();
-    __syncthreads();  // P complete; both halves' maxima read
-
-    // ---- 3. O = alpha O + P V ----
-    if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform: no divergence
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
-    }
-    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kKeys / 16; ++ks) {
-      const uint64_t pd = p_desc + ((ks * 32) >> 4);
-      wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-      wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+      wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
+  };
+  // Rescales this thread's O rows by the tile's factors (warp-uniform branch).
+  const auto rescale_o = [&](const float (&f)[2]) {
+    if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= f[(i >> 1) & 1];
+    }
+  };
+
+  float w[4] = {0.f, 0.f, 0.f, 0.f};  // rounded P times ones: the rows' weights
+  float m_run[2] = {kNegInf, kNegInf};
+  float l_run[2] = {0.f, 0.f};  // fp32 row sums
+
+  if (wg == 1) {
+    // ---------------- gather warpgroup ----------------
+    if (num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
+    cp_async_commit();
+    if (num_tiles > 1) blk.load_kv(tile_key(1), 1, gtid);
+    cp_async_commit();
+    if (num_tiles > 0) {
+      cp_async_wait<1>();
+      fence_proxy_async_smem();
+      kv_full_arrive(0);
+    }
+    named_barrier_sync<kGather, kGroup>();  // every load_kv read tile 0's ids
+    if (num_tiles > 2) blk.stage_slots(tile_key(2), 0, gtid);
+    cp_async_commit();
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int stage = tile & 1;
+      // Tile t + 1's rows (and tile t + 2's ids), issued an iteration ago, go
+      // to warpgroup 0 before this tile's P V, so its QK of tile t + 1 need
+      // not wait for that P V.
+      if (tile + 1 < num_tiles) blk.publish_tile(stage ^ 1);
+      pair_sync<kPFull>();
+      float f[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) f[half] = blk.red()[warp_row0 + g + 8 * half];
+      rescale_o(f);
+      wgmma_fence();
+      issue_pv(stage);
+      wgmma_commit();
+      wgmma_wait<0>();
+      if (tile + 1 < num_tiles) pair_arrive<kPFree>();
+      if (tile + 2 < num_tiles) {
+        kv_free_sync(stage);  // also orders every gather thread's staged ids
+        blk.load_kv(tile_key(tile + 2), stage, gtid);
+        if (tile + 3 < num_tiles) blk.stage_slots(tile_key(tile + 3), stage ^ 1, gtid);
+        cp_async_commit();
+      }
+    }
+  } else {
+    // ---------------- score warpgroup ----------------
+    const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
+    const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv, 16, 1024);
+    const uint64_t ones_desc = blk.ones_desc();
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int stage = tile & 1;
+      const int64_t k0 = tile_key(tile);
+      kv_full_sync(stage);
+
+      // ---- 1. S = Q K^T: 64 rows x 64 keys ----
+      const uint32_t stage_off = stage * (kTileBytes >> 4);
+      float s[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = 0.f;  // overwritten by the first wgmma; keeps them defined
+      wgmma_fence();
+#pragma unroll
+      for (int db = 0; db < kDimBlocks; ++db) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t step = (db * kBlockBytes + ks * 32) >> 4;
+          wgmma_m64n64k16<T, 0>(s, q_desc + step, k_desc + stage_off + step, db | ks);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+
+      const bool any_bad = *blk.bad_warps(stage) != 0;
+      const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] *= a.scale_log2;
+      if (needs_mask) {  // one block-uniform branch: unmasked tiles skip the mask code entirely
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
+          const bool bad = any_bad && blk.bad_key(stage)[key_local];
+          if (!key_visible(a, req, b, blk.key_end, k0 + key_local, row_token((i >> 1) & 1), bad)) s[i] = kNegInf;
+        }
+      }
+
+      // ---- 2. online softmax; P and the rows' factors to shared memory ----
+      if (tile > 0) pair_sync<kPFree>();  // warpgroup 1 done with the previous P
+      float scale_old[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_row0 + g + 8 * half;
+        float mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const bool rescale = mx > m_run[half] + kRescaleLog2;
+        const float m_new = rescale ? mx : m_run[half];
+        const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
+        scale_old[half] = rescale ? blk.exp2_ftz(m_run[half] - m_ref) : 1.f;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float p0 = blk.exp2_ftz(s[4 * j + 2 * half] - m_ref);
+          const float p1 = blk.exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
+          sum += p0 + p1;
+          const int key = j * 8 + 2 * c;
+          *reinterpret_cast<uint32_t*>(smem + kOffP + row * 128 + ((((key >> 3) ^ row) & 7) << 4) + (key & 7) * 2) =
+              pack2<T>(p0, p1);
+        }
+        l_run[half] = l_run[half] * scale_old[half] + sum;
+        m_run[half] = m_new;
+        if (c == 0) blk.red()[row] = scale_old[half];
+      }
+      fence_proxy_async_smem();
+      pair_arrive<kPFull>();
+
+      // ---- 3. O = alpha O + P V on dims [0, 256) ----
+      rescale_o(scale_old);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
+      wgmma_fence();
+      issue_pv(stage);
+#pragma unroll
+      for (int ks = 0; ks < kKeys / 16; ++ks) wgmma_m64n8k16<T, 0>(w, p_desc + ((ks * 32) >> 4), ones_desc, 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      if (tile + 2 < num_tiles) kv_free_arrive(stage);
+    }
   }
 
-  // ---- epilogue: combine the halves' row sums, normalize, store ----
+  // ---- epilogue: warpgroup 0's row weights and sums to both; normalize, store ----
+  __syncthreads();  // the last factors read before they are overwritten
+  if (wg == 0) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_run[half];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    l_run[half] = l;
-    const int row = warp_row0 + g + 8 * half;
-    if (c == 0) blk.red()[wg * kRows + row] = l;
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[half];  // this thread's 16 keys of the row, then the quad's 64
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = warp_row0 + g + 8 * half;
+      if (c == 0) {
+        blk.red()[row] = w[2 * half];
+        blk.red()[kRows + row] = l;
+      }
+    }
   }
   __syncthreads();
 #pragma unroll
@@ -328,18 +404,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (token < 0) continue;
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
-    const float l = l_run[half] + blk.red()[(wg ^ 1) * kRows + row];
-    // Divide rather than multiply by 1/w: all-ones values then give exactly 1.
-    const float div = w[2 * half] > 0.f ? w[2 * half] / a.out_scale : 1.f;
-    // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
-    const float lse = l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf;
+    const float weight = blk.red()[row], l = blk.red()[kRows + row];
+    // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
+    const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
     const int64_t t = req.q_start + token;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      store_out_pair(a, t, h, split, l == 0.f, wg * 256 + j * 8 + 2 * c, o[4 * j + 2 * half] / div,
-                     o[4 * j + 2 * half + 1] / div);
+    store_out_row<32>(a, t, h, split, l == 0.f, wg * 256 + 2 * c, [&](int j) {
+      return make_float2(div(o[4 * j + 2 * half]), div(o[4 * j + 2 * half + 1]));
+    });
+    if (wg == 0 && c == 0) {
+      // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
+      store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
-    if (wg == 0 && c == 0) store_lse(a, t, h, split, lse);
   }
 #endif
 }
