@@ -170,18 +170,18 @@ __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
                                                  int64_t slot_id, bool report, bool* bad_slot) {
-  *bad_slot = false;
+  // Both candidate rows are formed and one is selected, with no branch but
+  // the rare flag: the gathers issue the keys of a tile without serializing.
   const int64_t slot = a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
-  if (kk >= key_end) return nullptr;
-  if (kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
-    return static_cast<const KvElem*>(a.tail_kv) + (req.q_start + (kk - req.prefix)) * a.tail_kv_stride;
-  }
-  if (slot < 0 || slot >= a.num_slots) {
-    *bad_slot = true;
-    if (report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
-    return nullptr;
-  }
-  return static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
+  const bool in_split = kk < key_end;
+  const bool from_tail = kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND;
+  const bool bad = in_split && !from_tail && (slot < 0 || slot >= a.num_slots);
+  *bad_slot = bad;
+  if (bad && report) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+  const KvElem* tail =
+      static_cast<const KvElem*>(a.tail_kv) + (from_tail ? req.q_start + (kk - req.prefix) : 0) * a.tail_kv_stride;
+  const KvElem* row = static_cast<const KvElem*>(a.kv_cache) + (bad ? 0 : slot) * a.kv_stride_slot;
+  return !in_split || bad ? nullptr : from_tail ? tail : row;
 }
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
