@@ -325,8 +325,15 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
 
       const bool any_bad = *blk.bad_warps(stage) != 0;
       const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
+      // The scale is folded into the exponent's FMA when it is positive (the
+      // usual case: the row maximum of the raw scores, scaled, is then exactly
+      // that of the scaled scores); any other scale is applied first.
+      float scale = a.scale_log2;
+      if (!(scale > 0.f)) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] *= a.scale_log2;
+        for (int i = 0; i < 32; ++i) s[i] *= scale;
+        scale = 1.f;
+      }
       if (needs_mask) {  // one block-uniform branch: unmasked tiles skip the mask code entirely
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
@@ -339,6 +346,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       // ---- 2. online softmax; P and the rows' factors to shared memory ----
       if (tile > 0) pair_sync<kPFree>();  // warpgroup 1 done with the previous P
       float scale_old[2];
+      uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + g + 8 * half;
@@ -347,6 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx *= scale;
         const bool rescale = mx > m_run[half] + kRescaleLog2;
         const float m_new = rescale ? mx : m_run[half];
         const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
@@ -354,16 +363,28 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float p0 = blk.exp2_ftz(s[4 * j + 2 * half] - m_ref);
-          const float p1 = blk.exp2_ftz(s[4 * j + 2 * half + 1] - m_ref);
+          const float p0 = blk.exp2_ftz(fmaf(s[4 * j + 2 * half], scale, -m_ref));
+          const float p1 = blk.exp2_ftz(fmaf(s[4 * j + 2 * half + 1], scale, -m_ref));
           sum += p0 + p1;
-          const int key = j * 8 + 2 * c;
-          *reinterpret_cast<uint32_t*>(smem + kOffP + row * 128 + ((((key >> 3) ^ row) & 7) << 4) + (key & 7) * 2) =
-              pack2<T>(p0, p1);
+          p_pack[half][j] = pack2<T>(p0, p1);
         }
         l_run[half] = l_run[half] * scale_old[half] + sum;
         m_run[half] = m_new;
         if (c == 0) blk.red()[row] = scale_old[half];
+      }
+      // P to shared memory, four 8 x 8 blocks per stmatrix: call q stores key
+      // blocks 2q and 2q + 1 of both row halves; lane L names row L % 8 of
+      // block m = L / 8 (half m % 2, key block 2q + m / 2), whose 16 bytes sit
+      // at chunk (key block ^ row) of the row (the 128-byte swizzle).
+      {
+        const int m = lane / 8, r = lane % 8;
+        const uint32_t row_addr = base + kOffP + (warp_row0 + 8 * (m % 2) + r) * 128;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int j = 2 * q + m / 2;
+          const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
+          stmatrix_x4(row_addr + (((j ^ r) & 7) << 4), regs);
+        }
       }
       fence_proxy_async_smem();
       pair_arrive<kPFull>();
