@@ -16,12 +16,12 @@
 //   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P, and
 //     the KV rows: slot ids into shared memory by cp.async a tile ahead, rows
 //     of tile t + 2 by cp.async into the stage tile t leaves.
-// The two meet only at named barriers, each a producer's bar.arrive against a
-// consumer's bar.sync: kv_full (tile landed), kv_free (warpgroup 0 done with
-// a stage), p_full (P and factors written), p_free (warpgroup 1 done reading
-// them). Warpgroup 0's score and softmax work for tile t + 1 thus runs while
-// warpgroup 1's P V of tile t is on the tensor cores, and the gather never
-// takes an issue slot from the scores.
+// The two meet at three named barriers: kv_full (warpgroup 1 bar.arrive,
+// warpgroup 0 bar.sync: a tile landed), p_full (both bar.sync: P and the rows'
+// rescale factors written) and tile_done (both bar.sync: both done with a
+// tile, so P, the factors and the tile's stage may be rewritten). Warpgroup
+// 1's P V of tile t runs under its wait for tile t + 1's rows, and the gather
+// never takes an issue slot from the scores.
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
@@ -59,25 +59,18 @@ constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
 constexpr size_t kSmemBytes = kLayoutBytes + 1024;
 static_assert(kSmemBytes <= 232448, "sm_90 opt-in shared memory");
 
-// Named barriers (0 is __syncthreads): producer bar.arrive, consumer bar.sync.
+// Named barriers (0 is __syncthreads), over both warpgroups unless noted.
 enum Barrier : int {
-  kKvFull0 = 1,  // + stage: warpgroup 1 -> 0, the stage's tile landed
-  kKvFree0 = 3,  // + stage: warpgroup 0 -> 1, the stage may be refilled
-  kPFull = 5,    // warpgroup 0 -> 1: P and the rows' factors written
-  kPFree = 6,    // warpgroup 1 -> 0: P read
-  kGather = 7,   // warpgroup 1 alone: staged slot ids visible to the gather
+  kKvFull0 = 1,   // + stage: warpgroup 1 arrives, 0 syncs: the stage's tile landed
+  kPFull = 3,     // both sync: P and the rows' factors written
+  kTileDone = 4,  // both sync: both warpgroups done with the tile
+  kGather = 5,    // warpgroup 1 alone: staged slot ids visible to the gather
 };
 template <int kId>
 __device__ __forceinline__ void pair_sync() { named_barrier_sync<kId, kThreads>(); }
-template <int kId>
-__device__ __forceinline__ void pair_arrive() { named_barrier_arrive<kId, kThreads>(); }
 __device__ __forceinline__ void kv_full_sync(int stage) { stage ? pair_sync<kKvFull0 + 1>() : pair_sync<kKvFull0>(); }
 __device__ __forceinline__ void kv_full_arrive(int stage) {
-  stage ? pair_arrive<kKvFull0 + 1>() : pair_arrive<kKvFull0>();
-}
-__device__ __forceinline__ void kv_free_sync(int stage) { stage ? pair_sync<kKvFree0 + 1>() : pair_sync<kKvFree0>(); }
-__device__ __forceinline__ void kv_free_arrive(int stage) {
-  stage ? pair_arrive<kKvFree0 + 1>() : pair_arrive<kKvFree0>();
+  stage ? named_barrier_arrive<kKvFull0 + 1, kThreads>() : named_barrier_arrive<kKvFull0, kThreads>();
 }
 
 template <class T>
@@ -275,10 +268,6 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     cp_async_commit();
     for (int tile = 0; tile < num_tiles; ++tile) {
       const int stage = tile & 1;
-      // Tile t + 1's rows (and tile t + 2's ids), issued an iteration ago, go
-      // to warpgroup 0 before this tile's P V, so its QK of tile t + 1 need
-      // not wait for that P V.
-      if (tile + 1 < num_tiles) blk.publish_tile(stage ^ 1);
       pair_sync<kPFull>();
       float f[2];
 #pragma unroll
@@ -287,13 +276,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       wgmma_fence();
       issue_pv(stage);
       wgmma_commit();
+      // Tile t + 1's rows (and tile t + 2's ids), issued an iteration ago, go
+      // to warpgroup 0 while this P V runs.
+      if (tile + 1 < num_tiles) blk.publish_tile(stage ^ 1);
       wgmma_wait<0>();
-      if (tile + 1 < num_tiles) pair_arrive<kPFree>();
-      if (tile + 2 < num_tiles) {
-        kv_free_sync(stage);  // also orders every gather thread's staged ids
-        blk.load_kv(tile_key(tile + 2), stage, gtid);
-        if (tile + 3 < num_tiles) blk.stage_slots(tile_key(tile + 3), stage ^ 1, gtid);
-        cp_async_commit();
+      if (tile + 1 < num_tiles) {
+        pair_sync<kTileDone>();  // also orders every gather thread's staged ids
+        if (tile + 2 < num_tiles) {
+          blk.load_kv(tile_key(tile + 2), stage, gtid);
+          if (tile + 3 < num_tiles) blk.stage_slots(tile_key(tile + 3), stage ^ 1, gtid);
+          cp_async_commit();
+        }
       }
     }
   } else {
@@ -344,7 +337,6 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       }
 
       // ---- 2. online softmax; P and the rows' factors to shared memory ----
-      if (tile > 0) pair_sync<kPFree>();  // warpgroup 1 done with the previous P
       float scale_old[2];
       uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
 #pragma unroll
@@ -387,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         }
       }
       fence_proxy_async_smem();
-      pair_arrive<kPFull>();
+      pair_sync<kPFull>();
 
       // ---- 3. O = alpha O + P V on dims [0, 256) ----
       rescale_o(scale_old);
@@ -399,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       for (int ks = 0; ks < kKeys / 16; ++ks) wgmma_m64n8k16<T, 0>(w, p_desc + ((ks * 32) >> 4), ones_desc, 1);
       wgmma_commit();
       wgmma_wait<0>();
-      if (tile + 2 < num_tiles) kv_free_arrive(stage);
+      if (tile + 1 < num_tiles) pair_sync<kTileDone>();
     }
   }
 
