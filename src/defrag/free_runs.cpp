@@ -1,5 +1,6 @@
 #include "defrag/free_runs.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "defrag/slot_census.hpp"
@@ -10,23 +11,30 @@ bool FreeRuns::usable(uint8_t state) {
   return (state & (kSlotFree | kSlotReserved | kSlotClaimed)) == kSlotFree;
 }
 
-FreeRuns::FreeRuns(const std::vector<uint8_t>& state)
-    : starts_by_length_(kExactLengths), nonempty_lengths_(kExactLengths / 64, 0) {
+FreeRuns::FreeRuns(const std::vector<uint8_t>& state, int64_t min_length)
+    : min_length_(std::max<int64_t>(min_length, 2)),
+      starts_by_length_(kExactLengths),
+      nonempty_lengths_(kExactLengths / 64, 0) {
+  // Every run of >= min_length_ usable slots holds a multiple of min_length_:
+  // only those slots are probed, and each hit grows into its maximal run.
   const int64_t num_slots = static_cast<int64_t>(state.size());
-  // Descending scan: each per-length stack then pops its lowest start first.
-  int64_t run_end = -1;  // one past the run being scanned, -1 outside a run
-  for (int64_t s = num_slots - 1; s >= -1; --s) {
-    const bool free_slot = s >= 0 && usable(state[s]);
-    if (free_slot && run_end < 0) run_end = s + 1;
-    if (!free_slot && run_end >= 0) {
-      insert(s + 1, run_end - (s + 1));
-      run_end = -1;
-    }
+  std::vector<std::pair<int64_t, int64_t>> runs;  // (start, length), ascending
+  int64_t scanned_to = 0;                          // slots below belong to runs already seen
+  for (int64_t probe = 0; probe < num_slots; probe += min_length_) {
+    if (probe < scanned_to || !usable(state[probe])) continue;
+    int64_t begin = probe;
+    while (begin > scanned_to && usable(state[begin - 1])) --begin;
+    int64_t end = probe + 1;
+    while (end < num_slots && usable(state[end])) ++end;
+    runs.emplace_back(begin, end - begin);
+    scanned_to = end;
   }
+  // Descending insertion: each per-length stack then pops its lowest start first.
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) insert(it->first, it->second);
 }
 
 void FreeRuns::insert(int64_t start, int64_t length) {
-  if (length < 2) return;
+  if (length < min_length_) return;
   if (length < kExactLengths) {
     starts_by_length_[length].push_back(start);
     nonempty_lengths_[length / 64] |= uint64_t{1} << (length % 64);

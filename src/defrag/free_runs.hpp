@@ -18,13 +18,13 @@ namespace kdtree::defrag {
 
 class FreeRuns {
  public:
-  // Indexes every maximal run of >= 2 slots s with usable(state[s]). Single
-  // slots are left out: a window of one slot is never asked for (a segment
-  // that needs moving has >= 2 runs), and in a fragmented pool they are half
-  // of all runs.
-  explicit FreeRuns(const std::vector<uint8_t>& state);
+  // Indexes every maximal run of >= min_length (>= 2) slots s with
+  // usable(state[s]); take() is then never asked for fewer. Shorter runs
+  // could never be taken: in a fragmented pool they are most runs, and
+  // leaving them out keeps this index small.
+  FreeRuns(const std::vector<uint8_t>& state, int64_t min_length);
 
-  // Start of `length` (>= 2) consecutive usable unclaimed slots taken from
+  // Start of `length` (>= min_length) consecutive usable unclaimed slots taken from
   // the shortest run that holds them (lowest index within that run), or -1
   // when no run is long enough. Does not mark them claimed: the caller does.
   int64_t take(int64_t length, const std::vector<uint8_t>& state);
@@ -39,6 +39,7 @@ class FreeRuns {
   void insert(int64_t start, int64_t length);
   bool pop_best_fit(int64_t length, int64_t* start, int64_t* run_length);
 
+  int64_t min_length_;
   std::vector<std::vector<int64_t>> starts_by_length_;
   std::vector<uint64_t> nonempty_lengths_;                 // bit per exact length
   std::set<std::pair<int64_t, int64_t>> long_runs_;       // (length, start)

@@ -109,7 +109,7 @@ std::vector<Candidate> fragmented_requests(const kdtree_defrag_plan_params& p,
     const int64_t lo = p.request_indptr[b];
     const int64_t hi = p.request_indptr[b + 1];
     int64_t begin = lo;
-    for (int64_t i = hi - 1; i >= lo; --i) {
+    for (int64_t i = hi - 1; i >= lo && p.num_pinned > 0; --i) {
       if (state[p.request_slots[i]] & kSlotPinned) {
         begin = i + 1;
         break;
@@ -140,7 +140,11 @@ Moves plan_moves(const kdtree_defrag_plan_params& p, std::vector<uint8_t>* state
   if (p.budget <= 0) return moves;
   const std::vector<Candidate> requests = fragmented_requests(p, *state);
   if (requests.empty()) return moves;
-  FreeRuns free_runs(*state);
+  // Only a segment that no window fits takes a free run, so no run shorter
+  // than the shortest fragmented segment is ever taken.
+  int64_t shortest = p.num_slots;
+  for (const Candidate& r : requests) shortest = std::min(shortest, r.segment_end - r.segment_begin);
+  FreeRuns free_runs(*state, shortest);
 
   for (const Candidate& r : requests) {
     const int64_t remaining = p.budget - static_cast<int64_t>(moves.src.size());
