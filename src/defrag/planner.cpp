@@ -109,10 +109,12 @@ std::vector<Candidate> fragmented_requests(const kdtree_defrag_plan_params& p,
     const int64_t lo = p.request_indptr[b];
     const int64_t hi = p.request_indptr[b + 1];
     int64_t begin = lo;
-    for (int64_t i = hi - 1; i >= lo && p.num_pinned > 0; --i) {
-      if (state[p.request_slots[i]] & kSlotPinned) {
-        begin = i + 1;
-        break;
+    if (p.num_pinned > 0) {  // nothing pinned: the whole list is movable
+      for (int64_t i = hi - 1; i >= lo; --i) {
+        if (state[p.request_slots[i]] & kSlotPinned) {
+          begin = i + 1;
+          break;
+        }
       }
     }
     if (count_runs(p.request_slots, begin, hi) < 2) continue;

@@ -174,23 +174,9 @@ Job::Job(uint64_t seed, int index)
 }
 
 void Job::run_merge(cudaStream_t stream) {
-  kdtree_merge_params p;
-  KDTREE_CHECK(kdtree_merge_params_init(&p));
-  p.num_states = kStates;
-  p.num_tokens = kTokens;
-  p.num_heads = kHeads;
-  p.head_dim = kDim;
-  p.states = merge_states.data();
-  p.states_dtype = KDTREE_DTYPE_F32;
-  p.states_stride_state = kTokens * kHeads * kDim;
-  p.states_stride_token = int64_t(kHeads) * kDim;
-  p.states_stride_head = kDim;
-  p.states_lse = merge_lse.as<float>();
-  p.out = merge_out.data();
-  p.out_dtype = KDTREE_DTYPE_BF16;
-  p.out_stride_token = int64_t(kHeads) * kDim;
-  p.out_stride_head = kDim;
-  p.lse = merge_out_lse.as<float>();
+  const kdtree_merge_params p = dense_merge_params(kStates, kTokens, kHeads, kDim, merge_states.data(),
+                                                  merge_lse.as<float>(), merge_out.data(), KDTREE_DTYPE_BF16,
+                                                  merge_out_lse.as<float>());
   CUDA_CHECK(cudaMemsetAsync(merge_out.data(), kOutputSentinel, merge_out.size(), stream));
   KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
 }

@@ -138,23 +138,8 @@ void merge_replay(Report& report, Rng& rng) {
       d_out_lse(size_t(tokens) * heads * 4);
   d_values.upload(values);
   d_lse.upload(lse);
-  kdtree_merge_params p;
-  KDTREE_CHECK(kdtree_merge_params_init(&p));
-  p.num_states = states;
-  p.num_tokens = tokens;
-  p.num_heads = heads;
-  p.head_dim = dim;
-  p.states = d_values.data();
-  p.states_dtype = KDTREE_DTYPE_F32;
-  p.states_stride_state = tokens * heads * dim;
-  p.states_stride_token = int64_t(heads) * dim;
-  p.states_stride_head = dim;
-  p.states_lse = d_lse.as<float>();
-  p.out = d_out.data();
-  p.out_dtype = KDTREE_DTYPE_BF16;
-  p.out_stride_token = int64_t(heads) * dim;
-  p.out_stride_head = dim;
-  p.lse = d_out_lse.as<float>();
+  const kdtree_merge_params p = dense_merge_params(states, tokens, heads, dim, d_values.data(), d_lse.as<float>(),
+                                                  d_out.data(), KDTREE_DTYPE_BF16, d_out_lse.as<float>());
   KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<uint8_t> eager = d_out.download(), eager_lse = d_out_lse.download();

@@ -97,19 +97,10 @@ size_t dtype_bytes(int32_t dtype) {
 }
 
 void encode(float value, int32_t dtype, void* base, size_t index, float kv_scale) {
-  switch (dtype) {
-    case KDTREE_DTYPE_F32:
-      static_cast<float*>(base)[index] = value;
-      break;
-    case KDTREE_DTYPE_BF16:
-      static_cast<uint16_t*>(base)[index] = float_to_bf16(value);
-      break;
-    case KDTREE_DTYPE_F16:
-      static_cast<uint16_t*>(base)[index] = float_to_f16(value);
-      break;
-    default:
-      static_cast<uint8_t*>(base)[index] = float_to_fp8_e4m3(value / kv_scale);
-      break;
+  if (dtype == KDTREE_DTYPE_FP8_E4M3) {
+    static_cast<uint8_t*>(base)[index] = float_to_fp8_e4m3(value / kv_scale);
+  } else {
+    store_element(base, int64_t(index), dtype, value);
   }
 }
 
@@ -160,6 +151,28 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
 
 void DeviceBuffer::fill(uint8_t byte) {
   if (bytes_) CUDA_CHECK(cudaMemset(data(), byte, bytes_));
+}
+
+kdtree_merge_params dense_merge_params(int states, int64_t tokens, int heads, int dim, const void* values,
+                                       const float* values_lse, void* out, int32_t out_dtype, float* out_lse) {
+  kdtree_merge_params p;
+  KDTREE_CHECK(kdtree_merge_params_init(&p));
+  p.num_states = states;
+  p.num_tokens = tokens;
+  p.num_heads = heads;
+  p.head_dim = dim;
+  p.states = values;
+  p.states_dtype = KDTREE_DTYPE_F32;
+  p.states_stride_state = tokens * heads * dim;
+  p.states_stride_token = int64_t(heads) * dim;
+  p.states_stride_head = dim;
+  p.states_lse = values_lse;
+  p.out = out;
+  p.out_dtype = out_dtype;
+  p.out_stride_token = int64_t(heads) * dim;
+  p.out_stride_head = dim;
+  p.lse = out_lse;
+  return p;
 }
 
 std::vector<uint8_t> DeviceBuffer::download() const {

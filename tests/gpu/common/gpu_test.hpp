@@ -88,6 +88,14 @@ float decode(const void* base, size_t index, int32_t dtype, float kv_scale = 1.0
 // A NaN of dtype (fp8 0x7f), for poisoning.
 void encode_nan(int32_t dtype, void* base, size_t index);
 
+// ---- calls ----
+
+// kdtree_merge_attention_states over dense f32 states [states][tokens][heads][dim]
+// (lse [states][tokens][heads]) into out [tokens][heads][dim] of out_dtype and
+// out_lse [tokens][heads].
+kdtree_merge_params dense_merge_params(int states, int64_t tokens, int heads, int dim, const void* values,
+                                       const float* values_lse, void* out, int32_t out_dtype, float* out_lse);
+
 // ---- device memory ----
 
 // Device bytes with kGuardBytes of canary before and after. Non-copyable.
