@@ -13,15 +13,18 @@
 //     (4 wgmma m64n256k16, V = the tile's first 512 dims read transposed) and
 //     P times a ones column (m64n8k16), so O is normalized by the
 //     tensor-core sum of the same rounded P (all-ones values give exactly 1).
-//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P, and
-//     the KV rows: slot ids into shared memory by cp.async a tile ahead, rows
-//     of tile t + 2 by cp.async into the stage tile t leaves.
-// The two meet at three named barriers: kv_full (warpgroup 1 bar.arrive,
-// warpgroup 0 bar.sync: a tile landed), p_full (both bar.sync: P and the rows'
-// rescale factors written) and tile_done (both bar.sync: both done with a
-// tile, so P, the factors and the tile's stage may be rewritten). Warpgroup
-// 1's P V of tile t runs under its wait for tile t + 1's rows, and the gather
-// never takes an issue slot from the scores.
+//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P and
+//     ones, and the KV rows: slot ids into shared memory by cp.async a tile
+//     ahead, rows of tile t + 1 by cp.async into the stage tile t - 1 left.
+// Per tile t, both warpgroups run one loop with two block barriers:
+//   landed:  the gather warpgroup's copies of tile t are done (then a block
+//            barrier); warpgroup 0 computes S and P while warpgroup 1 issues
+//            tile t + 1's gather into the other stage (freed at this barrier);
+//   p_full:  block barrier; both run their half of P V.
+// Warpgroup 0's scores thus overlap the gather's issue and latency, and each
+// warpgroup's P V overlaps the other's. Every barrier is a __syncthreads at
+// one place in the code, which compute-sanitizer's racecheck and synccheck
+// follow exactly.
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
@@ -50,7 +53,7 @@ constexpr size_t kOffQ = 0;
 constexpr size_t kOffKv = kOffQ + kTileBytes;          // [2] stages
 constexpr size_t kOffP = kOffKv + 2 * kTileBytes;      // [64 rows][64 keys]
 constexpr size_t kOffOnes = kOffP + kBlockBytes;       // 16 keys x 8 ones
-constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale factors, then w and l
+constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale factors, then row sums
 constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBadWarp = kOffBadKey + 2 * kKeys;  // [2][4] u8: any flagged slot per gather warp
 constexpr size_t kOffSlots = kOffBadWarp + 16;          // [2][64] i64: slot ids a tile ahead
@@ -58,20 +61,6 @@ constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
 // The dynamic shared memory base is aligned up to 1024 B (the swizzle atom).
 constexpr size_t kSmemBytes = kLayoutBytes + 1024;
 static_assert(kSmemBytes <= 232448, "sm_90 opt-in shared memory");
-
-// Named barriers (0 is __syncthreads), over both warpgroups unless noted.
-enum Barrier : int {
-  kKvFull0 = 1,   // + stage: warpgroup 1 arrives, 0 syncs: the stage's tile landed
-  kPFull = 3,     // both sync: P and the rows' factors written
-  kTileDone = 4,  // both sync: both warpgroups done with the tile
-  kGather = 5,    // warpgroup 1 alone: staged slot ids visible to the gather
-};
-template <int kId>
-__device__ __forceinline__ void pair_sync() { named_barrier_sync<kId, kThreads>(); }
-__device__ __forceinline__ void kv_full_sync(int stage) { stage ? pair_sync<kKvFull0 + 1>() : pair_sync<kKvFull0>(); }
-__device__ __forceinline__ void kv_full_arrive(int stage) {
-  stage ? named_barrier_arrive<kKvFull0 + 1, kThreads>() : named_barrier_arrive<kKvFull0, kThreads>();
-}
 
 template <class T>
 struct Sm90aBlock {
@@ -171,13 +160,6 @@ struct Sm90aBlock {
     if (gtid % 32 == 0) reinterpret_cast<uint8_t*>(bad_warps(stage))[gtid / 32] = any_bad;
   }
 
-  // Gather side of "tile landed": this thread's copies done, then visible to
-  // wgmma (async proxy) and, through the barrier, to warpgroup 0.
-  __device__ static void publish_tile(int stage) {
-    cp_async_wait<0>();
-    fence_proxy_async_smem();
-    kv_full_arrive(stage);
-  }
 };
 
 template <class T>
@@ -214,7 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
   __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
 
-  // Q, and the slot ids of tiles 0 and 1, waited for here once.
+  // Q, and the slot ids of tiles 0 and 1, waited for here once; then tile
+  // 0's rows.
   blk.load_q();
   if (wg == 1) {
     if (num_tiles > 0) blk.stage_slots(tile_key(0), 0, gtid);
@@ -224,83 +207,45 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   cp_async_wait<0>();
   fence_proxy_async_smem();
   __syncthreads();
+  if (wg == 1 && num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
+  cp_async_commit();
 
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
-  const uint64_t v_desc = wgmma_desc_sw128(base + kOffKv + wg * 4 * kBlockBytes, kBlockBytes, 1024);
-  const uint64_t p_desc = wgmma_desc_sw128(base + kOffP, 16, 1024);
-  // O[:, 256 wg ..) += P V of the tile in `stage` (descriptors of the first
-  // k-step; a k-step, column block or stage adds its byte offset / 16 to the
-  // start-address field: every address stays below 256 KB, so it never carries).
-  const auto issue_pv = [&](int stage) {
-    const uint32_t stage_off = stage * (kTileBytes >> 4);
-#pragma unroll
-    for (int ks = 0; ks < kKeys / 16; ++ks) {
-      wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-    }
-  };
-  // Rescales this thread's O rows by the tile's factors (warp-uniform branch).
-  const auto rescale_o = [&](const float (&f)[2]) {
-    if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= f[(i >> 1) & 1];
-    }
-  };
-
   float w[4] = {0.f, 0.f, 0.f, 0.f};  // rounded P times ones: the rows' weights
   float m_run[2] = {kNegInf, kNegInf};
   float l_run[2] = {0.f, 0.f};  // fp32 row sums
 
-  if (wg == 1) {
-    // ---------------- gather warpgroup ----------------
-    if (num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
-    cp_async_commit();
-    if (num_tiles > 1) blk.load_kv(tile_key(1), 1, gtid);
-    cp_async_commit();
-    if (num_tiles > 0) {
-      cp_async_wait<1>();
-      fence_proxy_async_smem();
-      kv_full_arrive(0);
-    }
-    named_barrier_sync<kGather, kGroup>();  // every load_kv read tile 0's ids
-    if (num_tiles > 2) blk.stage_slots(tile_key(2), 0, gtid);
-    cp_async_commit();
-    for (int tile = 0; tile < num_tiles; ++tile) {
-      const int stage = tile & 1;
-      pair_sync<kPFull>();
-      float f[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) f[half] = blk.red()[warp_row0 + g + 8 * half];
-      rescale_o(f);
-      wgmma_fence();
-      issue_pv(stage);
-      wgmma_commit();
-      // Tile t + 1's rows (and tile t + 2's ids), issued an iteration ago, go
-      // to warpgroup 0 while this P V runs.
-      if (tile + 1 < num_tiles) blk.publish_tile(stage ^ 1);
-      wgmma_wait<0>();
-      if (tile + 1 < num_tiles) {
-        pair_sync<kTileDone>();  // also orders every gather thread's staged ids
-        if (tile + 2 < num_tiles) {
-          blk.load_kv(tile_key(tile + 2), stage, gtid);
-          if (tile + 3 < num_tiles) blk.stage_slots(tile_key(tile + 3), stage ^ 1, gtid);
-          cp_async_commit();
-        }
-      }
-    }
-  } else {
-    // ---------------- score warpgroup ----------------
-    const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
-    const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv, 16, 1024);
-    const uint64_t ones_desc = blk.ones_desc();
-    for (int tile = 0; tile < num_tiles; ++tile) {
-      const int stage = tile & 1;
-      const int64_t k0 = tile_key(tile);
-      kv_full_sync(stage);
+  // Descriptors of each operand's first k-step; a k-step, column block or
+  // stage adds its byte offset / 16 to the start-address field (every
+  // address stays below 256 KB, so the field never carries).
+  const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
+  const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv, 16, 1024);
+  const uint64_t v_desc = wgmma_desc_sw128(base + kOffKv + wg * 4 * kBlockBytes, kBlockBytes, 1024);
+  const uint64_t p_desc = wgmma_desc_sw128(base + kOffP, 16, 1024);
+  const uint64_t ones_desc = blk.ones_desc();
 
-      // ---- 1. S = Q K^T: 64 rows x 64 keys ----
-      const uint32_t stage_off = stage * (kTileBytes >> 4);
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int stage = tile & 1;
+    const uint32_t stage_off = stage * (kTileBytes >> 4);
+    const int64_t k0 = tile_key(tile);
+    // ---- landed: tile t's rows (and tile t + 1's ids) are in shared memory ----
+    cp_async_wait<0>();
+    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+    __syncthreads();           // also: both warpgroups done with tile t - 1 (P, factors, stage)
+
+    float scale_old[2] = {1.f, 1.f};
+    if (wg == 1) {
+      // Tile t + 1's rows into the stage tile t - 1 left, tile t + 2's ids
+      // into the slot buffer tile t's ids left.
+      if (tile + 1 < num_tiles) {
+        blk.load_kv(tile_key(tile + 1), stage ^ 1, gtid);
+        if (tile + 2 < num_tiles) blk.stage_slots(tile_key(tile + 2), stage, gtid);
+      }
+      cp_async_commit();
+    } else {
+      // ---- S = Q K^T: 64 rows x 64 keys ----
       float s[32];
 #pragma unroll
       for (int i = 0; i < 32; ++i) s[i] = 0.f;  // overwritten by the first wgmma; keeps them defined
@@ -336,8 +281,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         }
       }
 
-      // ---- 2. online softmax; P and the rows' factors to shared memory ----
-      float scale_old[2];
+      // ---- online softmax; P and the rows' factors to shared memory ----
       uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -368,34 +312,42 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       // blocks 2q and 2q + 1 of both row halves; lane L names row L % 8 of
       // block m = L / 8 (half m % 2, key block 2q + m / 2), whose 16 bytes sit
       // at chunk (key block ^ row) of the row (the 128-byte swizzle).
-      {
-        const int m = lane / 8, r = lane % 8;
-        const uint32_t row_addr = base + kOffP + (warp_row0 + 8 * (m % 2) + r) * 128;
+      const int m = lane / 8, r = lane % 8;
+      const uint32_t row_addr = base + kOffP + (warp_row0 + 8 * (m % 2) + r) * 128;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int j = 2 * q + m / 2;
-          const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
-          stmatrix_x4(row_addr + (((j ^ r) & 7) << 4), regs);
-        }
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * q + m / 2;
+        const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
+        stmatrix_x4(row_addr + (((j ^ r) & 7) << 4), regs);
       }
       fence_proxy_async_smem();
-      pair_sync<kPFull>();
+    }
+    // ---- p_full: P and the factors written ----
+    __syncthreads();
 
-      // ---- 3. O = alpha O + P V on dims [0, 256) ----
-      rescale_o(scale_old);
+    // ---- O[:, 256 wg ..) = alpha O + P V ----
+    if (wg == 1) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) scale_old[half] = blk.red()[warp_row0 + g + 8 * half];
+    }
+    if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
-      wgmma_fence();
-      issue_pv(stage);
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) wgmma_m64n8k16<T, 0>(w, p_desc + ((ks * 32) >> 4), ones_desc, 1);
-      wgmma_commit();
-      wgmma_wait<0>();
-      if (tile + 1 < num_tiles) pair_sync<kTileDone>();
     }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kKeys / 16; ++ks) {
+      const uint64_t pd = p_desc + ((ks * 32) >> 4);
+      wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+      wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);  // both: a divergent wgmma would serialize them all
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
   }
 
-  // ---- epilogue: warpgroup 0's row weights and sums to both; normalize, store ----
+  // ---- epilogue: warpgroup 0's row sums to both; normalize, store ----
   __syncthreads();  // the last factors read before they are overwritten
   if (wg == 0) {
 #pragma unroll
@@ -403,11 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       float l = l_run[half];  // this thread's 16 keys of the row, then the quad's 64
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int row = warp_row0 + g + 8 * half;
-      if (c == 0) {
-        blk.red()[row] = w[2 * half];
-        blk.red()[kRows + row] = l;
-      }
+      if (c == 0) blk.red()[warp_row0 + g + 8 * half] = l;
     }
   }
   __syncthreads();
@@ -417,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (token < 0) continue;
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
-    const float weight = blk.red()[row], l = blk.red()[kRows + row];
+    const float weight = w[2 * half], l = blk.red()[row];  // w: the same in both warpgroups
     // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
     const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
     const int64_t t = req.q_start + token;
