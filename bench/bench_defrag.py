@@ -6,7 +6,12 @@ Measures on the current GPU:
      plus written over time;
   2. kdtree_defrag_copy: 4096 random moves x 61 layers x 1152-byte rows (one
      launch), CUDA events, median of many runs with L2 flushed between them;
-     efficiency = 2 * moves * layers * row_bytes / time / copy bandwidth;
+     efficiency = 2 * moves * layers * row_bytes / time / copy bandwidth.
+     The flush reads a buffer larger than the L2 (as bench.py's timer does),
+     so each timed call starts with a cold, clean L2. The same copy is also
+     timed after a flush that writes the buffer: its dirty lines are written
+     back while the copy runs, ~L2-size bytes of extra DRAM traffic; printed
+     beside the headline figure, not counted in it;
   3. the peer: a per-layer PyTorch loop, layer.index_copy_(0, dst, layer[src]);
   4. the host planner on a 4M-slot pool producing 100k moves.
 Prints a table and, with --json PATH, writes the numbers there.
@@ -96,13 +101,28 @@ def init_params(lib, cls, init_name):
     return params
 
 
+class Flush:
+    """An L2 flush before each timed call: `clean` reads a buffer larger than
+    the L2 with a reduction (the lines it leaves are clean); `dirty` writes it
+    (the lines it leaves must be written back by whatever runs next)."""
+
+    def __init__(self, nbytes=512 << 20):  # > L2 on every card
+        self.buf = torch.rand(nbytes // 4, device="cuda", dtype=torch.float32)
+
+    def clean(self):
+        self.buf.sum()
+
+    def dirty(self):
+        self.buf.zero_()
+
+
 def time_cuda(fn, reps, flush):
-    """Median milliseconds of fn() over reps runs, L2 flushed before each."""
+    """Median milliseconds of fn() over reps runs, flush() before each."""
     times = []
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     fn()
     for _ in range(reps):
-        flush.zero_()
+        flush()
         start.record()
         fn()
         stop.record()
@@ -115,7 +135,7 @@ def copy_bandwidth(flush, reps):
     nbytes = 2 << 30
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
-    ms = time_cuda(lambda: dst.copy_(src), reps, flush)
+    ms = time_cuda(lambda: dst.copy_(src), reps, flush.clean)
     return 2 * nbytes / (ms * 1e-3)
 
 
@@ -150,7 +170,8 @@ def bench_copy(lib, args, flush, copy_bw):
     if not torch.equal(kv[layers // 2][dst], expected):
         sys.exit("bench_defrag: kdtree_defrag_copy produced wrong rows")
 
-    ours_ms = time_cuda(ours, args.reps, flush)
+    ours_ms = time_cuda(ours, args.reps, flush.clean)
+    ours_dirty_ms = time_cuda(ours, args.reps, flush.dirty)
     # The peer: what an engine writes in PyTorch, one layer at a time.
     rows_bf16 = kv.view(torch.bfloat16).view(layers, num_slots, row // 2)
 
@@ -159,13 +180,14 @@ def bench_copy(lib, args, flush, copy_bw):
             layer = rows_bf16[l]
             layer.index_copy_(0, dst, layer[src])
 
-    peer_ms = time_cuda(peer, max(5, args.reps // 4), flush)
+    peer_ms = time_cuda(peer, max(5, args.reps // 4), flush.clean)
     moved = 2 * moves * layers * row
     return {
         "moves": moves, "layers": layers, "row_bytes": row, "num_slots": num_slots,
         "bytes_moved": moved,
         "ours_ms": ours_ms, "ours_bw": moved / (ours_ms * 1e-3),
         "efficiency": moved / (ours_ms * 1e-3) / copy_bw,
+        "ours_dirty_l2_ms": ours_dirty_ms, "efficiency_dirty_l2": moved / (ours_dirty_ms * 1e-3) / copy_bw,
         "index_copy_ms": peer_ms, "speedup_vs_index_copy": peer_ms / ours_ms,
     }
 
@@ -223,7 +245,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench_defrag: no CUDA device")
     torch.manual_seed(0)
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")  # > L2 on every card
+    flush = Flush()
 
     copy_bw = copy_bandwidth(flush, args.reps)
     result = bench_copy(lib, args, flush, copy_bw)
@@ -234,6 +256,9 @@ def main():
     print(f"{'what':<34}{'time (ms)':>12}{'TB/s':>10}{'eff.':>8}")
     print(f"{'kdtree_defrag_copy':<34}{result['ours_ms']:>12.4f}{result['ours_bw'] / 1e12:>10.3f}"
           f"{result['efficiency']:>8.3f}")
+    print(f"{'  same, after a writing flush':<34}{result['ours_dirty_l2_ms']:>12.4f}"
+          f"{result['bytes_moved'] / (result['ours_dirty_l2_ms'] * 1e-3) / 1e12:>10.3f}"
+          f"{result['efficiency_dirty_l2']:>8.3f}")
     peer_bw = result["bytes_moved"] / (result["index_copy_ms"] * 1e-3)
     print(f"{'per-layer torch index_copy_':<34}{result['index_copy_ms']:>12.4f}{peer_bw / 1e12:>10.3f}"
           f"{peer_bw / copy_bw:>8.3f}")

@@ -30,6 +30,8 @@ VARIANTS=(
   "tma_w4s8|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=4 -DKDTREE_DEFRAG_TMA_STAGES=8"
   "tma_w2s16|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=2 -DKDTREE_DEFRAG_TMA_STAGES=16"
   "tma_w8s4|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=8 -DKDTREE_DEFRAG_TMA_STAGES=4"
+  "tma_w1s32|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=1 -DKDTREE_DEFRAG_TMA_STAGES=32"
+  "tma_ef|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST=1"
 )
 
 if [[ ${1:-} == --list ]]; then
@@ -121,7 +123,7 @@ import bench_defrag as bd
 
 lib = bd.load_library(os.environ["KDTREE_KERNELS_LIB"])
 reps = int(os.environ.get("SWEEP_REPS", "30"))
-flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+flush = bd.Flush()
 copy_bw = bd.copy_bandwidth(flush, reps)
 layers, row, num_slots = 61, 1152, 1 << 17
 kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
@@ -142,7 +144,7 @@ def efficiency(src, dst):
     torch.cuda.synchronize()
     if not torch.equal(kv[layers - 1][dst], expected):
         sys.exit("control: wrong rows")
-    ms = bd.time_cuda(run, reps, flush)
+    ms = bd.time_cuda(run, reps, flush.clean)
     return 2 * src.numel() * layers * row / (ms * 1e-3) / copy_bw
 
 m = 4096

@@ -25,9 +25,38 @@ KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, int64_t b) {
          k1 <= p.kv_indptr[p.batch_size];
 }
 
-// `mask` points at the request's mask bytes (mask + mask_indptr[b]); `prefix`
-// and `q_len` are the request's; `row_bytes` is TREE_BITS' bytes per row. Row
-// i and tail key j are below q_len <= 128.
+// Whether mask kind `mask_kind` reads mask bytes (NONE and CAUSAL do not).
+KDTREE_HOST_DEVICE constexpr bool mask_reads_bytes(int32_t mask_kind) {
+  return mask_kind == KDTREE_MASK_TREE_DENSE || mask_kind == KDTREE_MASK_TREE_BITS ||
+         mask_kind == KDTREE_MASK_SGLANG_FULL;
+}
+
+// For the kinds that read bytes: the byte that holds local query row i's
+// entry for tail key j lies at tail_mask_row_offset(i) +
+// tail_mask_column(j) in the request's mask bytes, and
+// tail_mask_byte_visible says whether it makes the key visible. `prefix` and
+// `q_len` are the request's; `row_bytes` is TREE_BITS' bytes per row. Row i
+// and tail key j are below q_len <= 128.
+KDTREE_HOST_DEVICE int64_t tail_mask_row_offset(int32_t mask_kind, int64_t row_bytes, int64_t prefix, int32_t q_len,
+                                                int32_t i) {
+  switch (mask_kind) {
+    case KDTREE_MASK_TREE_BITS:
+      return int64_t(i) * row_bytes;
+    case KDTREE_MASK_SGLANG_FULL:
+      return int64_t(i) * (prefix + q_len) + prefix;
+    default:  // KDTREE_MASK_TREE_DENSE
+      return int64_t(i) * q_len;
+  }
+}
+KDTREE_HOST_DEVICE int32_t tail_mask_column(int32_t mask_kind, int32_t j) {
+  return mask_kind == KDTREE_MASK_TREE_BITS ? j / 8 : j;
+}
+KDTREE_HOST_DEVICE bool tail_mask_byte_visible(int32_t mask_kind, uint8_t byte, int32_t j) {
+  return mask_kind == KDTREE_MASK_TREE_BITS ? (byte >> (j % 8)) & 1 : byte != 0;
+}
+
+// Whether tail key j is visible to local query row i. `mask` points at the
+// request's mask bytes (mask + mask_indptr[b]); the rest as above.
 KDTREE_HOST_DEVICE bool tail_key_visible(int32_t mask_kind, const uint8_t* mask, int64_t row_bytes,
                                          int64_t prefix, int32_t q_len, int32_t i, int32_t j) {
   switch (mask_kind) {
@@ -35,12 +64,16 @@ KDTREE_HOST_DEVICE bool tail_key_visible(int32_t mask_kind, const uint8_t* mask,
       return true;
     case KDTREE_MASK_CAUSAL:
       return j <= i;
-    case KDTREE_MASK_TREE_DENSE:
-      return mask[int64_t(i) * q_len + j] != 0;
-    case KDTREE_MASK_TREE_BITS:
-      return (mask[int64_t(i) * row_bytes + j / 8] >> (j % 8)) & 1;
-    default:  // KDTREE_MASK_SGLANG_FULL
-      return mask[int64_t(i) * (prefix + q_len) + prefix + j] != 0;
+    case KDTREE_MASK_TREE_BITS:  // a case of its own: the GPU oracle's code stays spill-free
+      return tail_mask_byte_visible(KDTREE_MASK_TREE_BITS,
+                                    mask[tail_mask_row_offset(KDTREE_MASK_TREE_BITS, row_bytes, prefix, q_len, i) +
+                                         tail_mask_column(KDTREE_MASK_TREE_BITS, j)],
+                                    j);
+    default:
+      return tail_mask_byte_visible(mask_kind,
+                                    mask[tail_mask_row_offset(mask_kind, row_bytes, prefix, q_len, i) +
+                                         tail_mask_column(mask_kind, j)],
+                                    j);
   }
 }
 
@@ -73,7 +106,7 @@ KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, int64_t b, int64
 // none. Params: kdtree_verify_paged_params or the kernels' device view of it.
 template <class Params>
 KDTREE_HOST_DEVICE const uint8_t* request_mask(const Params& p, int64_t b) {
-  if (p.mask_kind == KDTREE_MASK_NONE || p.mask_kind == KDTREE_MASK_CAUSAL) return nullptr;
+  if (!mask_reads_bytes(p.mask_kind)) return nullptr;
   return p.mask + p.mask_indptr[b];
 }
 

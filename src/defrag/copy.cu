@@ -37,6 +37,7 @@
 //   KDTREE_DEFRAG_STORE_CS       1: evict-first stores, 0: default stores (1)
 //   KDTREE_DEFRAG_TMA            1: the bulk-copy path below on sm_90+ (0)
 //   KDTREE_DEFRAG_TMA_WARPS / _STAGES   its pipes per block / stages per pipe
+//   KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST  1: its loads evict-first in L2 (0)
 // Bulk-copy path (TMA engine, sm_90+). Each warp's lane 0 is a pipe that owns
 // a contiguous range of the (move, layer, chunk) items, move-major, so it
 // reads each move's slots once (the next move's prefetched) and the ranges
@@ -79,6 +80,9 @@
 #endif
 #ifndef KDTREE_DEFRAG_TMA_STAGES
 #define KDTREE_DEFRAG_TMA_STAGES 16
+#endif
+#ifndef KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST
+#define KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST 0
 #endif
 
 namespace kdtree::defrag {
@@ -371,10 +375,20 @@ __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_
                                           uint32_t barrier) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
                : "memory");
+#if KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST
+  // Source rows are read once: evict them first, the destination lines stay.
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(to),
+      "l"(from), "r"(bytes), "r"(barrier), "l"(policy)
+      : "memory");
+#else
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
       "l"(from), "r"(bytes), "r"(barrier)
       : "memory");
+#endif
 }
 
 __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {

@@ -189,17 +189,46 @@ __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Reque
   return key_row<KvElem>(a, req, key_end, kk, key_slot_id(a, req, key_end, kk), report, bad_slot);
 }
 
-// Whether key kk of request b (split keys end at key_end) is visible to the
-// request's query token `token` (-1: a padding row past the request). Tail
-// keys follow the mask; a flagged slot is never visible.
-__device__ __forceinline__ bool key_visible(const PagedArgs& a, const Request& req, int b, int64_t key_end,
-                                            int64_t kk, int token, bool bad_slot) {
-  bool visible = kk < key_end && !bad_slot;
-  if (visible && kk >= req.prefix && token >= 0) {
-    visible = tail_key_visible(a.mask_kind, request_mask(a, b), a.mask_row_bytes, req.prefix, req.q_len, token,
-                               int32_t(kk - req.prefix));
+// Request b's mask bytes when it has tail keys (load_request checked their
+// extent), else nullptr: a request with no tail key has no checked mask.
+__device__ __forceinline__ const uint8_t* request_tail_mask(const PagedArgs& a, const Request& req, int b) {
+  return req.num_keys > req.prefix ? request_mask(a, b) : nullptr;
+}
+
+// One query row's view of its request's tail mask: where its mask bytes
+// start, so that each key's byte is an add away and a tile's bytes can all be
+// in flight before any is tested. `mask` is request_tail_mask; `token` the
+// row's query token (-1: a padding row past the request).
+struct TailMaskRow {
+  const uint8_t* bytes;  // nullptr: nothing to read (no mask bytes, or a padding row)
+  int token;
+
+  __device__ TailMaskRow(const PagedArgs& a, const Request& req, const uint8_t* mask, int token_)
+      : bytes(mask != nullptr && token_ >= 0
+                  ? mask + tail_mask_row_offset(a.mask_kind, a.mask_row_bytes, req.prefix, req.q_len, token_)
+                  : nullptr),
+        token(token_) {}
+
+  // Key kk's byte, read with no branch; 0 with nothing to read. A key that
+  // is no tail key below key_end reads the row's first byte instead (it
+  // exists whenever `bytes` is set).
+  __device__ uint8_t byte(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk) const {
+    const bool tail = kk >= req.prefix && kk < key_end;
+    const int32_t column = tail ? tail_mask_column(a.mask_kind, int32_t(kk - req.prefix)) : 0;
+    return bytes != nullptr ? bytes[column] : uint8_t{0};
   }
-  return visible;
+};
+
+// Whether key kk (split keys end at key_end) is visible to the request's
+// query token `token` (-1: a padding row), given its tail_mask_byte. Tail keys
+// follow the mask; a flagged slot is never visible.
+__device__ __forceinline__ bool key_visible(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
+                                            int token, bool bad_slot, uint8_t mask_byte) {
+  const int32_t j = int32_t(kk - req.prefix);
+  const bool by_mask = a.mask_kind == KDTREE_MASK_NONE     ? true
+                       : a.mask_kind == KDTREE_MASK_CAUSAL ? j <= token
+                                                           : tail_mask_byte_visible(a.mask_kind, mask_byte, j);
+  return kk < key_end && !bad_slot && (kk < req.prefix || token < 0 || by_mask);
 }
 
 // x / d for the values of one row: one IEEE reciprocal per row, then per

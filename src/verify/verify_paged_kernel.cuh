@@ -209,6 +209,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     // Token index of accumulator row (mt, half) of this thread (-1: past the
     // request). Recomputed where needed (masked tiles, epilogue) rather than
     // held in registers across the tile loop.
+    const uint8_t* const tail_mask = request_tail_mask(a, req, b);
     const auto row_token = [&](int mt, int half) {
       const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
       return r < blk.rows ? r / a.num_heads : -1;
@@ -291,23 +292,42 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
               for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
         }
-        // Scale to base 2; mask only where the tile needs it.
-        const bool needs_mask = any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix;
+        // Scale to base 2; mask only where the tile needs it (a block-uniform
+        // branch), with every tail-mask byte loaded before any is tested.
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              float v = s[mt][nt][e] * a.scale_log2;
-              if (needs_mask) {
-                const int key_local = key_base + nt * 8 + 2 * c + (e & 1);
-                const int64_t kk = k0 + key_local;
-                const bool bad = any_bad && blk.bad_key(stage)[key_local];
-                if (!key_visible(a, req, b, blk.key_end, kk, row_token(mt, e >> 1), bad)) v = kNegInf;
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] *= a.scale_log2;
+        if (any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix) {
+          const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
+          const TailMaskRow mask_row[2][2] = {
+              {{a, req, tail_mask, row_token(0, 0)}, {a, req, tail_mask, row_token(0, 1)}},
+              {{a, req, tail_mask, row_token(1, 0)}, {a, req, tail_mask, row_token(1, 1)}}};
+          uint8_t mask_byte[2][kQkTiles][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                mask_byte[mt][nt][e] = mask_row[mt][e >> 1].byte(a, req, blk.key_end, k0 + key_of(nt, e));
               }
-              s[mt][nt][e] = v;
-            }
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int key_local = key_of(nt, e);
+                const bool bad = any_bad && blk.bad_key(stage)[key_local];
+                if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[mt][e >> 1].token, bad,
+                                 mask_byte[mt][nt][e])) {
+                  s[mt][nt][e] = kNegInf;
+                }
+              }
+        }
         // Row maxima of this warp's key slice.
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)

@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     return r < blk.rows ? r / a.num_heads : -1;
   };
 
+  const uint8_t* const tail_mask = request_tail_mask(a, req, b);
   const uint32_t base = blk.base();
   if (threadIdx.x < 64) {
     reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
@@ -245,6 +246,30 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       }
       cp_async_commit();
     } else {
+      // The visible keys of this thread's 32 scores, on tiles that need a
+      // mask, found before the scores: every tail-mask byte is loaded before
+      // any is tested (one memory round trip per tile, not one per score).
+      const bool any_bad = *blk.bad_warps(stage) != 0;
+      const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
+      uint32_t visible = ~0u;
+      if (needs_mask) {
+        const TailMaskRow mask_row[2] = {{a, req, tail_mask, row_token(0)}, {a, req, tail_mask, row_token(1)}};
+        uint8_t mask_byte[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
+          mask_byte[i] = mask_row[(i >> 1) & 1].byte(a, req, blk.key_end, k0 + key_local);
+        }
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
+          const bool bad = any_bad && blk.bad_key(stage)[key_local];
+          if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[(i >> 1) & 1].token, bad, mask_byte[i])) {
+            visible &= ~(1u << i);
+          }
+        }
+      }
+
       // ---- S = Q K^T: 64 rows x 64 keys ----
       float s[32];
 #pragma unroll
@@ -261,8 +286,6 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       wgmma_commit();
       wgmma_wait<0>();
 
-      const bool any_bad = *blk.bad_warps(stage) != 0;
-      const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
       // The scale is folded into the exponent's FMA when it is positive (the
       // usual case: the row maximum of the raw scores, scaled, is then exactly
       // that of the scaled scores); any other scale is applied first.
@@ -275,9 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       if (needs_mask) {  // one block-uniform branch: unmasked tiles skip the mask code entirely
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-          const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
-          const bool bad = any_bad && blk.bad_key(stage)[key_local];
-          if (!key_visible(a, req, b, blk.key_end, k0 + key_local, row_token((i >> 1) & 1), bad)) s[i] = kNegInf;
+          if (!((visible >> i) & 1)) s[i] = kNegInf;
         }
       }
 
