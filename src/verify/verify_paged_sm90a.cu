@@ -247,26 +247,42 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       cp_async_commit();
     } else {
       // The visible keys of this thread's 32 scores, on tiles that need a
-      // mask, found before the scores: every tail-mask byte is loaded before
-      // any is tested (one memory round trip per tile, not one per score).
+      // mask, found before the scores. Visibility depends on the row's token,
+      // not its head, so each warp finds it per token of its 16 rows (one or
+      // two tokens when H >= 8): lane L tests keys L and L + 32, both mask
+      // bytes in flight at once, and two ballots make the token's 64-key word.
       const bool any_bad = *blk.bad_warps(stage) != 0;
       const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
       uint32_t visible = ~0u;
       if (needs_mask) {
-        const TailMaskRow mask_row[2] = {{a, req, tail_mask, row_token(0)}, {a, req, tail_mask, row_token(1)}};
-        uint8_t mask_byte[32];
+        const auto key_word = [&](int token) {
+          const TailMaskRow mask_row(a, req, tail_mask, token);
+          uint32_t word[2];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
-          mask_byte[i] = mask_row[(i >> 1) & 1].byte(a, req, blk.key_end, k0 + key_local);
+          for (int u = 0; u < 2; ++u) {
+            const int key_local = lane + 32 * u;
+            const uint8_t byte = mask_row.byte(a, req, blk.key_end, k0 + key_local);
+            const bool bad = any_bad && blk.bad_key(stage)[key_local];
+            word[u] = __ballot_sync(0xffffffffu, key_visible(a, req, blk.key_end, k0 + key_local, token, bad, byte));
+          }
+          return static_cast<uint64_t>(word[1]) << 32 | word[0];
+        };
+        const int token[2] = {row_token(0), row_token(1)};
+        uint64_t row_keys[2];
+        row_keys[0] = row_keys[1] = key_word(-1);  // padding rows: every unflagged key of the split
+        const int warp_r0 = blk.row0 + warp_row0, warp_r1 = min(warp_r0 + 16, blk.rows) - 1;
+        if (warp_r0 <= warp_r1) {
+#pragma unroll 2
+          for (int t = warp_r0 / a.num_heads; t <= warp_r1 / a.num_heads; ++t) {  // warp-uniform
+            const uint64_t word = key_word(t);
+            if (token[0] == t) row_keys[0] = word;
+            if (token[1] == t) row_keys[1] = word;
+          }
         }
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
           const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
-          const bool bad = any_bad && blk.bad_key(stage)[key_local];
-          if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[(i >> 1) & 1].token, bad, mask_byte[i])) {
-            visible &= ~(1u << i);
-          }
+          if (!((row_keys[(i >> 1) & 1] >> key_local) & 1)) visible &= ~(1u << i);
         }
       }
 
@@ -388,11 +404,18 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     const int h = blk.row0 + row - token * a.num_heads;
     const float weight = w[2 * half], l = blk.red()[row];  // w: the same in both warpgroups
     // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
+    // In place, before the store picks its dtype: one copy of the division
+    // code, not one per store branch (this epilogue runs once per block, from
+    // a cold instruction cache).
     const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j + 2 * half] = div(o[4 * j + 2 * half]);
+      o[4 * j + 2 * half + 1] = div(o[4 * j + 2 * half + 1]);
+    }
     const int64_t t = req.q_start + token;
-    store_out_row<32>(a, t, h, split, l == 0.f, wg * 256 + 2 * c, [&](int j) {
-      return make_float2(div(o[4 * j + 2 * half]), div(o[4 * j + 2 * half + 1]));
-    });
+    store_out_row<32>(a, t, h, split, l == 0.f, wg * 256 + 2 * c,
+                      [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
     if (wg == 0 && c == 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
