@@ -454,9 +454,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         const RowDivisor div(w > 0.f ? w / a.out_scale : 1.f);
         // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
         const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
+        // In place, before the store picks its dtype: one copy of the division
+        // code, not one per store branch.
+#pragma unroll
+        for (int nt = 0; nt < 16; ++nt) {
+          o_acc[mt][nt][2 * half] = div(o_acc[mt][nt][2 * half]);
+          o_acc[mt][nt][2 * half + 1] = div(o_acc[mt][nt][2 * half + 1]);
+        }
         const int64_t t = req.q_start + token;
         store_out_row<16>(a, t, h, split, l == 0.f, dim_quarter * 128 + 2 * c, [&](int nt) {
-          return make_float2(div(o_acc[mt][nt][2 * half]), div(o_acc[mt][nt][2 * half + 1]));
+          return make_float2(o_acc[mt][nt][2 * half], o_acc[mt][nt][2 * half + 1]);
         });
         if (dim_quarter == 0 && c == 0) store_lse(a, t, h, split, lse);
       }
