@@ -220,11 +220,12 @@ struct TailMaskRow {
 };
 
 // Whether key kk (split keys end at key_end) is visible to the request's
-// query token `token` (-1: a padding row), given its tail_mask_byte. Tail keys
-// follow the mask; a flagged slot is never visible.
+// query token `token` (-1: a padding row), given the key's byte from the
+// token's TailMaskRow. Tail keys follow the mask; a flagged slot is never
+// visible.
 __device__ __forceinline__ bool key_visible(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
                                             int token, bool bad_slot, uint8_t mask_byte) {
-  const int32_t j = int32_t(kk - req.prefix);
+  const int32_t j = kk >= req.prefix ? int32_t(kk - req.prefix) : 0;  // the tail key; 0 keeps j % 8 defined
   const bool by_mask = a.mask_kind == KDTREE_MASK_NONE     ? true
                        : a.mask_kind == KDTREE_MASK_CAUSAL ? j <= token
                                                            : tail_mask_byte_visible(a.mask_kind, mask_byte, j);

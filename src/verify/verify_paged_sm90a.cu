@@ -7,7 +7,8 @@
 // s, 64 keys per tile, in a two-stage KV buffer. 256 threads, two roles:
 //   warpgroup 0 (scores): S = Q K^T for the whole 64 x 64 tile (36 wgmma
 //     m64n64k16 over the 576 dims, Q and K from shared memory), the mask on
-//     tiles with tail keys, a split end or a flagged slot, the online softmax
+//     tiles with tail keys, a split end or a flagged slot (found per query
+//     token by warp ballots, before the QK), the online softmax
 //     with the portable kernel's lazy rescale, P (bf16/f16) and the rows'
 //     rescale factors to shared memory; then O[:, 0..256) = alpha O + P V
 //     (4 wgmma m64n256k16, V = the tile's first 512 dims read transposed) and
