@@ -206,10 +206,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       }
     };
 
+    const uint8_t* const tail_mask = request_tail_mask(a, req, b);
     // Token index of accumulator row (mt, half) of this thread (-1: past the
     // request). Recomputed where needed (masked tiles, epilogue) rather than
     // held in registers across the tile loop.
-    const uint8_t* const tail_mask = request_tail_mask(a, req, b);
     const auto row_token = [&](int mt, int half) {
       const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
       return r < blk.rows ? r / a.num_heads : -1;
