@@ -9,7 +9,6 @@
 #include <string>
 
 #include "common/error.hpp"
-#include "common/mla_dims.hpp"
 #include "kdtree_kernels.h"
 
 namespace kdtree::api {
@@ -20,7 +19,6 @@ inline constexpr int32_t kMaxSplits = 128;
 inline constexpr int32_t kMaxHeads = 128;
 inline constexpr int32_t kMaxBatch = 65535;  // verify grid.z
 inline constexpr int32_t kMaxQLen = 128;
-// The only (latent, rope) head-dim pair built.
 // Largest merge head_dim (value dim).
 inline constexpr int32_t kMaxMergeHeadDim = 1024;
 

@@ -5,6 +5,8 @@
 #include "api/validate.hpp"
 #include "common/device.hpp"
 #include "common/error.hpp"
+#include "common/mla_dims.hpp"
+#include "common/request_rules.hpp"
 #include "reference/reference.hpp"
 #include "verify/verify_launch.hpp"
 
@@ -15,12 +17,6 @@ namespace {
 // sizing the workspace needs only shapes, the host reference reads host
 // memory (no alignment rule), the device paths need everything.
 enum class Use { kSizeOnly, kHost, kDevice };
-
-
-bool mask_has_bytes(int32_t mask_kind) {
-  return mask_kind == KDTREE_MASK_TREE_DENSE || mask_kind == KDTREE_MASK_TREE_BITS ||
-         mask_kind == KDTREE_MASK_SGLANG_FULL;
-}
 
 void check_head_dims(const Checker& c, int32_t latent, int32_t rope) {
   if (latent != kLatentDim || rope != kRopeDim) {
@@ -81,7 +77,7 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   c.not_null(p->out, "out");
   const bool extend = p->tail_source == KDTREE_TAIL_FROM_EXTEND;
   if (extend) c.not_null(p->tail_kv, "tail_kv");
-  if (mask_has_bytes(p->mask_kind)) {
+  if (mask_reads_bytes(p->mask_kind)) {
     c.not_null(p->mask, "mask");
     c.not_null(p->mask_indptr, "mask_indptr");
   }
@@ -120,7 +116,7 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   c.aligned(p->qo_indptr, 4, "qo_indptr");
   c.aligned(p->kv_indptr, 4, "kv_indptr");
   c.aligned(p->kv_indices, dtype_bytes(p->index_dtype), "kv_indices");
-  if (mask_has_bytes(p->mask_kind)) c.aligned(p->mask_indptr, 8, "mask_indptr");
+  if (mask_reads_bytes(p->mask_kind)) c.aligned(p->mask_indptr, 8, "mask_indptr");
   c.aligned(p->lse, 4, "lse");
   c.aligned(p->error_flag, 4, "error_flag");
   return true;

@@ -12,7 +12,6 @@
 
 namespace kdtree::verify {
 
-
 // Lazy rescale threshold of the online softmax, in base-2 logits: the
 // reference max moves only when a row's max grows by more than this.
 #ifndef KDTREE_RESCALE_LOG2

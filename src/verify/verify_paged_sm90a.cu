@@ -36,7 +36,6 @@
 #include "verify/verify_paged_sm90a.hpp"
 
 #include <cmath>
-#include <string>
 
 namespace kdtree::verify {
 namespace {
@@ -445,14 +444,8 @@ void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
 
 template <class T>
 void prepare_sm90a(size_t smem_optin, const char* function) {
-  if (kSmemBytes > smem_optin) {
-    fail(KDTREE_ERROR_UNSUPPORTED, function,
-         "the sm_90a verify tiles need " + std::to_string(kSmemBytes) +
-             " bytes of shared memory per block; the device offers " + std::to_string(smem_optin));
-  }
-  check_cuda(cudaFuncSetAttribute(verify_paged_sm90a_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kSmemBytes)),
-             function, "cudaFuncSetAttribute(verify_paged_sm90a_kernel)");
+  allow_dynamic_smem(verify_paged_sm90a_kernel<T>, kSmemBytes, smem_optin, function, "the sm_90a verify tiles",
+                     "verify_paged_sm90a_kernel");
 }
 
 template void launch_sm90a<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

@@ -5,8 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <string>
-
 #include "common/cuda_check.hpp"
 #include "verify/verify_paged_kernel.cuh"
 
@@ -31,15 +29,8 @@ void launch_tiles(const PagedArgs& a, TileConfigId config, cudaStream_t stream) 
 
 template <class Cfg, class T, bool kKvFp8>
 void allow_smem(size_t smem_optin, const char* function) {
-  if (Cfg::kSmemBytes > smem_optin) {
-    fail(KDTREE_ERROR_UNSUPPORTED, function,
-         "the verify tiles need " + std::to_string(Cfg::kSmemBytes) +
-             " bytes of shared memory per block; the device offers " + std::to_string(smem_optin));
-  }
-  check_cuda(cudaFuncSetAttribute(verify_paged_kernel<Cfg, T, kKvFp8>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(Cfg::kSmemBytes)),
-             function, "cudaFuncSetAttribute(verify_paged_kernel)");
+  allow_dynamic_smem(verify_paged_kernel<Cfg, T, kKvFp8>, Cfg::kSmemBytes, smem_optin, function, "the verify tiles",
+                     "verify_paged_kernel");
 }
 
 // Raises the opt-in shared memory of the config this device launches.
