@@ -30,6 +30,8 @@ import time
 import numpy as np
 import torch
 
+from timing import Timer
+
 KDTREE_DTYPE_INT64 = 5
 
 
@@ -102,18 +104,17 @@ def init_params(lib, cls, init_name):
 
 
 class Flush:
-    """An L2 flush before each timed call: `clean` reads a buffer larger than
-    the L2 with a reduction (the lines it leaves are clean); `dirty` writes it
-    (the lines it leaves must be written back by whatever runs next)."""
+    """An L2 flush before each timed call over buffers larger than the L2:
+    `clean` is bench.py's (timing.Timer: a reduction reads random data, the
+    lines it leaves are clean); `dirty` writes a buffer of its own (the lines
+    it leaves must be written back by whatever runs next)."""
 
     def __init__(self, nbytes=512 << 20):  # > L2 on every card
-        self.buf = torch.rand(nbytes // 4, device="cuda", dtype=torch.float32)
-
-    def clean(self):
-        self.buf.sum()
+        self.clean = Timer(torch.device("cuda"), nbytes).flush_l2
+        self._written = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
 
     def dirty(self):
-        self.buf.zero_()
+        self._written.zero_()
 
 
 def time_cuda(fn, reps, flush):
@@ -139,15 +140,11 @@ def copy_bandwidth(flush, reps):
     return 2 * nbytes / (ms * 1e-3)
 
 
-def bench_copy(lib, args, flush, copy_bw):
-    layers, row, moves = args.layers, args.row_bytes, args.moves
-    num_slots = args.num_slots
-    kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
-    perm = torch.randperm(num_slots, device="cuda")
-    src = perm[:moves].contiguous()                    # int64
-    dst = perm[moves:2 * moves].contiguous()
-    bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
-
+def copy_runner(lib, kv, bases, src, dst, check_layer):
+    """kdtree_defrag_copy of rows src -> dst (int64 slots) in every layer of
+    kv [layers, slots, row bytes] (layer base pointers in `bases`), as a
+    callable, after one checked call (layer `check_layer`'s moved rows)."""
+    layers, num_slots, row = kv.shape
     p = init_params(lib, CopyParams, "kdtree_defrag_copy_params_init")
     p.num_layers = layers
     p.layer_base = bases.data_ptr()
@@ -157,18 +154,29 @@ def bench_copy(lib, args, flush, copy_bw):
     p.src_slots = src.data_ptr()
     p.dst_slots = dst.data_ptr()
     p.index_dtype = KDTREE_DTYPE_INT64
-    p.max_moves = moves
+    p.max_moves = src.numel()
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
-    def ours():
+    def run():
         check(lib, lib.kdtree_defrag_copy(ctypes.byref(p), stream), "kdtree_defrag_copy")
 
-    # Correctness spot check before timing: one layer's moved rows.
-    expected = kv[layers // 2][src].clone()
-    ours()
+    expected = kv[check_layer][src].clone()
+    run()
     torch.cuda.synchronize()
-    if not torch.equal(kv[layers // 2][dst], expected):
+    if not torch.equal(kv[check_layer][dst], expected):
         sys.exit("bench_defrag: kdtree_defrag_copy produced wrong rows")
+    return run
+
+
+def bench_copy(lib, args, flush, copy_bw):
+    layers, row, moves = args.layers, args.row_bytes, args.moves
+    num_slots = args.num_slots
+    kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
+    perm = torch.randperm(num_slots, device="cuda")
+    src = perm[:moves].contiguous()                    # int64
+    dst = perm[moves:2 * moves].contiguous()
+    bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
+    ours = copy_runner(lib, kv, bases, src, dst, check_layer=layers // 2)
 
     ours_ms = time_cuda(ours, args.reps, flush.clean)
     ours_dirty_ms = time_cuda(ours, args.reps, flush.dirty)

@@ -22,10 +22,10 @@ FLUSH_BYTES = 256 << 20
 
 
 class Timer:
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, flush_bytes: int = FLUSH_BYTES):
         self.device = device
         # Random data, not zeros: the flush reads it with a reduction.
-        self._flush = torch.rand(FLUSH_BYTES // 4, device=device, dtype=torch.float32)
+        self._flush = torch.rand(flush_bytes // 4, device=device, dtype=torch.float32)
 
     def flush_l2(self) -> None:
         self._flush.sum()

@@ -31,7 +31,6 @@ VARIANTS=(
   "tma_w2s16|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=2 -DKDTREE_DEFRAG_TMA_STAGES=16"
   "tma_w8s4|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=8 -DKDTREE_DEFRAG_TMA_STAGES=4"
   "tma_w1s32|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_WARPS=1 -DKDTREE_DEFRAG_TMA_STAGES=32"
-  "tma_ef|-DKDTREE_DEFRAG_TMA=1 -DKDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST=1"
 )
 
 if [[ ${1:-} == --list ]]; then
@@ -116,7 +115,7 @@ fi
 # (as the benchmark), sorted, contiguous, and 4x the moves; prints one
 # line: eff_random eff_sorted eff_contiguous eff_4x_moves.
 CONTROL=$(cat <<'PY'
-import ctypes, os, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
 import torch
 import bench_defrag as bd
@@ -128,22 +127,10 @@ copy_bw = bd.copy_bandwidth(flush, reps)
 layers, row, num_slots = 61, 1152, 1 << 17
 kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
 bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
-stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 torch.manual_seed(1)
 
 def efficiency(src, dst):
-    p = bd.init_params(lib, bd.CopyParams, "kdtree_defrag_copy_params_init")
-    p.num_layers, p.layer_base = layers, bases.data_ptr()
-    p.slot_stride_bytes = p.row_bytes = row
-    p.num_slots = num_slots
-    p.src_slots, p.dst_slots = src.data_ptr(), dst.data_ptr()
-    p.index_dtype, p.max_moves = bd.KDTREE_DTYPE_INT64, src.numel()
-    run = lambda: bd.check(lib, lib.kdtree_defrag_copy(ctypes.byref(p), stream), "copy")
-    expected = kv[layers - 1][src].clone()
-    run()
-    torch.cuda.synchronize()
-    if not torch.equal(kv[layers - 1][dst], expected):
-        sys.exit("control: wrong rows")
+    run = bd.copy_runner(lib, kv, bases, src, dst, check_layer=layers - 1)
     ms = bd.time_cuda(run, reps, flush.clean)
     return 2 * src.numel() * layers * row / (ms * 1e-3) / copy_bw
 

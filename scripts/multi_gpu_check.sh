@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two-GPU run of issue 7 (on an nvidia-h200-x2 machine or larger): builds
-# once (scripts/gpu_check.sh, tests only), then
+# once (scripts/gpu_check.sh, the build only), then
 #   1. one process per GPU at the same time, as tensor-parallel ranks do: the
 #      GPU suite and the benchmark, each pinned with CUDA_VISIBLE_DEVICES;
 #   2. one process driving every GPU from its own thread (test_concurrency's
@@ -16,7 +16,7 @@ summary=$OUT/multi_summary.txt
 echo "GPUs visible: $gpus" | tee "$summary"
 [ "$gpus" -ge 2 ] || { echo "needs two GPUs: nothing run" | tee -a "$summary"; exit 77; }
 
-SANITIZE=0 BENCH=0 bash scripts/gpu_check.sh > "$OUT/multi_build.log" 2>&1 || true
+SANITIZE=0 BENCH=0 CTEST=0 bash scripts/gpu_check.sh > "$OUT/multi_build.log" 2>&1 || true
 [ -f build-gpu/libkdtree_kernels_c.so ] || { echo "build failed (multi_build.log)" | tee -a "$summary"; exit 1; }
 [ -d build-deps ] && export LD_LIBRARY_PATH=$PWD/build-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

@@ -29,15 +29,16 @@
 // addressed. Offsets are 64-bit. Sources are read through the non-coherent
 // path: the header requires destinations disjoint from every source.
 //
-// Variants (issue 4; compile-time macros, defaults = the kernel above; see
+// Variants (issue 4; compile-time macros, defaults in parentheses; see
 // docs/perf_notes.md "defrag copy, session 3" and scripts/defrag_sweep.sh):
 //   KDTREE_DEFRAG_ROWS           rows a warp has in flight = layers per task (3)
 //   KDTREE_DEFRAG_PASSES         16-byte units per lane per row in flight (3)
 //   KDTREE_DEFRAG_BLOCKS_PER_SM  the register budget's occupancy target (4)
 //   KDTREE_DEFRAG_STORE_CS       1: evict-first stores, 0: default stores (1)
-//   KDTREE_DEFRAG_TMA            1: the bulk-copy path below on sm_90+ (0)
+//   KDTREE_DEFRAG_TMA            1: the bulk-copy path below on sm_90+ (1: the
+//                                default on sm_90+ when the rows fit it; the
+//                                warp tasks above run otherwise)
 //   KDTREE_DEFRAG_TMA_WARPS / _STAGES   its pipes per block / stages per pipe
-//   KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST  1: its loads evict-first in L2 (0)
 // Bulk-copy path (TMA engine, sm_90+). Each warp's lane 0 is a pipe that owns
 // a contiguous range of the (move, layer, chunk) items, move-major, so it
 // reads each move's slots once (the next move's prefetched) and the ranges
@@ -80,9 +81,6 @@
 #endif
 #ifndef KDTREE_DEFRAG_TMA_STAGES
 #define KDTREE_DEFRAG_TMA_STAGES 16
-#endif
-#ifndef KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST
-#define KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST 0
 #endif
 
 namespace kdtree::defrag {
@@ -375,20 +373,10 @@ __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_
                                           uint32_t barrier) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
                : "memory");
-#if KDTREE_DEFRAG_TMA_LOAD_EVICT_FIRST
-  // Source rows are read once: evict them first, the destination lines stay.
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(to),
-      "l"(from), "r"(bytes), "r"(barrier), "l"(policy)
-      : "memory");
-#else
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
       "l"(from), "r"(bytes), "r"(barrier)
       : "memory");
-#endif
 }
 
 __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
@@ -608,11 +596,9 @@ bool launch_bulk(CopyArgs a, const DeviceInfo& dev, int32_t index_dtype, cudaStr
   a.stage_bytes = ((a.row_bytes + chunks - 1) / chunks + 15) / 16 * 16;
   const int64_t chunks_per_row = (a.row_bytes + a.stage_bytes - 1) / a.stage_bytes;
   // Items (move, layer, chunk) are counted in int64 on the device.
+  // (chunks_per_row <= row_bytes / 16 < 2^31: warp_rows holds.)
   int64_t max_items = 0;
-  if (chunks_per_row > INT32_MAX ||
-      __builtin_mul_overflow(a.max_moves, a.num_layers * chunks_per_row, &max_items)) {
-    return false;
-  }
+  if (__builtin_mul_overflow(a.max_moves, a.num_layers * chunks_per_row, &max_items)) return false;
   a.chunks_per_row = static_cast<int32_t>(chunks_per_row);
   a.pipe_smem_bytes = kTmaMetaBytes + kTmaStages * a.stage_bytes;
   const size_t smem = static_cast<size_t>(kTmaWarps * a.pipe_smem_bytes);
@@ -622,10 +608,9 @@ bool launch_bulk(CopyArgs a, const DeviceInfo& dev, int32_t index_dtype, cudaStr
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTmaThreads, smem),
              "kdtree_defrag_copy", "occupancy of copy_rows_bulk_kernel");
   const int64_t one_wave = int64_t{dev.sm_count} * std::max(per_sm, 1);
-  // No more pipes than items.
+  // One wave at most, and no more pipes than items.
   const int64_t items = std::min(max_items, one_wave * kTmaWarps);
-  const int blocks = static_cast<int>(
-      std::max<int64_t>(1, std::min((items + kTmaWarps - 1) / kTmaWarps, one_wave)));
+  const int blocks = static_cast<int>(std::max<int64_t>(1, (items + kTmaWarps - 1) / kTmaWarps));
   set_stride(a, int64_t{blocks} * kTmaWarps);  // for the misaligned fallback
   kernel<<<blocks, kTmaThreads, smem, stream>>>(a);
   check_launch("kdtree_defrag_copy", "copy_rows_bulk_kernel");
@@ -640,13 +625,6 @@ void launch_copy(const kdtree_defrag_copy_params& p, cudaStream_t stream) {
   const DeviceInfo& dev = current_device("kdtree_defrag_copy");
   const int lanes_log2 = lanes_log2_for_row(p.row_bytes);
   const int tasks_per_move = (p.num_layers + kLayersPerTask - 1) / kLayersPerTask;
-  const int64_t groups_per_block = kThreads >> lanes_log2;
-  // One wave of resident blocks at most; the min() first keeps the product
-  // of host bounds from overflowing.
-  const int64_t one_wave = int64_t{dev.sm_count} * kBlocksPerSm;
-  const int64_t tasks = std::min(p.max_moves, one_wave * groups_per_block) * tasks_per_move;
-  const int blocks = static_cast<int>(
-      std::max<int64_t>(1, std::min((tasks + groups_per_block - 1) / groups_per_block, one_wave)));
 
   CopyArgs a{};
   a.layer_base = p.layer_base;
@@ -661,10 +639,18 @@ void launch_copy(const kdtree_defrag_copy_params& p, cudaStream_t stream) {
   a.num_layers = p.num_layers;
   a.lanes_log2 = lanes_log2;
   a.tasks_per_move = tasks_per_move;
-  set_stride(a, blocks * groups_per_block);
   a.warp_rows = lanes_log2 == 5 && p.row_bytes % 16 == 0 && p.slot_stride_bytes % 16 == 0 &&
                 (p.row_bytes >> 4) < (int64_t{1} << 31);
   if (launch_bulk(a, dev, p.index_dtype, stream)) return;
+
+  // The warp tasks: one wave of resident blocks at most; the min() first
+  // keeps the product of host bounds from overflowing.
+  const int64_t groups_per_block = kThreads >> lanes_log2;
+  const int64_t one_wave = int64_t{dev.sm_count} * kBlocksPerSm;
+  const int64_t tasks = std::min(p.max_moves, one_wave * groups_per_block) * tasks_per_move;
+  const int blocks = static_cast<int>(
+      std::max<int64_t>(1, std::min((tasks + groups_per_block - 1) / groups_per_block, one_wave)));
+  set_stride(a, blocks * groups_per_block);
   if (p.index_dtype == KDTREE_DTYPE_INT64) {
     copy_rows_kernel<int64_t><<<blocks, kThreads, 0, stream>>>(a);
   } else {
