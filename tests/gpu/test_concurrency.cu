@@ -37,7 +37,7 @@ namespace {
 
 constexpr int kThreads = 4;
 
-int rounds() { return scaled(25, 3); }
+const int kRounds = scaled(25, 3);  // 3 under a sanitizer (light mode)
 
 // Outcomes a worker thread records; the main thread reports them.
 struct Outcome {
@@ -227,7 +227,7 @@ void concurrent_entry_points(Report& report, uint64_t seed) {
       ++ready;
       while (ready.load() < kThreads) {
       }
-      for (int round = 0; round < rounds(); ++round) {
+      for (int round = 0; round < kRounds; ++round) {
         job.problem.reset_outputs(stream);
         job.problem.enqueue(Entry::kProduction, job.splits, stream);
         job.run_merge(stream);
@@ -248,7 +248,7 @@ void concurrent_entry_points(Report& report, uint64_t seed) {
     report.add_case();
     for (const std::string& f : out.failures) report.check(false, f);
   }
-  std::printf("concurrent: %d threads x %d rounds of verify + merge + defrag copy\n", kThreads, rounds());
+  std::printf("concurrent: %d threads x %d rounds of verify + merge + defrag copy\n", kThreads, kRounds);
 }
 
 // ---- 3. thread-local error messages ----

@@ -33,6 +33,7 @@
 
 #include "common/gpu_test.hpp"
 #include "kdtree_kernels.h"
+#include "reference/host_dtype.hpp"
 
 namespace {
 
@@ -567,12 +568,6 @@ void test_protocol(std::mt19937_64& rng) {
 // verify attention before and after a relocation
 // ------------------------------------------------------------------------
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-
 void test_verify_after_relocation(std::mt19937_64& rng) {
   const int H = 16, D = 576, DL = 512, q_len = 8;
   const int64_t num_slots = 4096, row_bytes = D * 2;
@@ -581,7 +576,7 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
   for (int64_t s = 0; s < num_slots; ++s) {
     uint16_t* row = reinterpret_cast<uint16_t*>(host_row(L, 0, s));
-    for (int d = 0; d < D; ++d) row[d] = to_bf16(uni(rng));
+    for (int d = 0; d < D; ++d) row[d] = kdtree::host_dtype::float_to_bf16(uni(rng));
   }
   CUDA_CHECK(cudaMemcpy(L.base, L.host.data(), L.host.size(), cudaMemcpyHostToDevice));
   uint64_t kv_base = 0;
@@ -603,7 +598,7 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
   CHECK(kv_len >= q_len);
 
   std::vector<uint16_t> q(q_len * H * D);
-  for (auto& x : q) x = to_bf16(uni(rng));
+  for (auto& x : q) x = kdtree::host_dtype::float_to_bf16(uni(rng));
   uint16_t* d_q = device_copy(q);
   int32_t* d_qo = device_copy(std::vector<int32_t>{0, q_len});
   int32_t* d_kv = device_copy(std::vector<int32_t>{0, kv_len});
@@ -737,9 +732,9 @@ void test_graph_capture(std::mt19937_64& rng) {
 // ------------------------------------------------------------------------
 
 void test_sort(std::mt19937_64& rng) {
+  const int64_t max_count = kdtest::scaled<int64_t>(200000, 20000);
   for (int32_t dtype : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
-    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{1000},
-                          kdtest::scaled<int64_t>(200000, 20000)}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{1000}, max_count}) {
       for (int64_t num_slots : {int64_t{1} << 22, count + 5, int64_t{3000000000}}) {
         if (dtype == KDTREE_DTYPE_INT32 && num_slots > (int64_t{1} << 31)) continue;
         std::vector<int64_t> slots(count);
@@ -765,17 +760,13 @@ void test_sort(std::mt19937_64& rng) {
       }
     }
   }
-  std::printf("  sort: int32/int64, counts 0..%lld ok\n", (long long)kdtest::scaled<int64_t>(200000, 20000));
+  std::printf("  sort: int32/int64, counts 0..%lld ok\n", (long long)max_count);
 }
 
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
+  kdtest::require_gpu_or_skip("test_defrag");
   kdtest::announce_light("test_defrag",
                          "copy pools of half the slots, plans <= 200 moves, capture pool 1000 slots, "
                          "sort counts <= 20k");

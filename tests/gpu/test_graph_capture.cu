@@ -5,7 +5,7 @@
 // batch size, max_q_len, total_q, H, num_slots, sm_scale, max_kv_len) and
 // the same graph, replayed, must equal an eager call on the new contents.
 // Under a sanitizer (light mode): one refill instead of two, prefixes up to
-// 600 instead of 3000, a 250-key contiguous case instead of 1000.
+// 600 instead of 3000, a contiguous case of 16 + 250 keys instead of 16 + 1000.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -163,7 +163,7 @@ int main() {
   KDTREE_CHECK(kdtree_prepare(0));  // kernel attributes before any capture
   Rng rng(test_seed());
   Report report("test_graph_capture");
-  announce_light("test_graph_capture", "1 refill instead of 2, prefixes <= 600 instead of 3000, contiguous kv 266");
+  announce_light("test_graph_capture", "1 refill instead of 2, prefixes <= 600 instead of 3000, contiguous kv 16 + 250 instead of 16 + 1000");
   for (int32_t mask : {KDTREE_MASK_CAUSAL, KDTREE_MASK_TREE_BITS, KDTREE_MASK_SGLANG_FULL}) {
     const int32_t tail = mask == KDTREE_MASK_SGLANG_FULL ? KDTREE_TAIL_FROM_EXTEND : KDTREE_TAIL_FROM_INDICES;
     paged_replay(report, Entry::kOracle, 0, mask, tail, rng);

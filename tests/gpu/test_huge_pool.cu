@@ -39,7 +39,7 @@ constexpr int64_t kRowBytes = int64_t(kDim) * 2;  // bf16
 constexpr int64_t kRegion = 8192;                  // the verify requests' slots
 constexpr int64_t kRegionBase = kSlots - kRegion;
 // Each request's prefix: 4000 keys, 1000 under a sanitizer (light mode).
-int64_t prefix() { return scaled<int64_t>(4000, 1000); }
+const int64_t kPrefix = scaled<int64_t>(4000, 1000);
 constexpr int kBatch = 2;
 
 struct HostProblem {
@@ -53,7 +53,7 @@ struct HostProblem {
 
 HostProblem make_problem(Rng& rng) {
   HostProblem h;
-  const int64_t per_request = prefix() + kQ;
+  const int64_t per_request = kPrefix + kQ;
   std::vector<int64_t> perm(kRegion);
   std::iota(perm.begin(), perm.end(), kRegionBase);
   for (int64_t k = kRegion - 1; k > 0; --k) std::swap(perm[k], perm[rng.range(0, k)]);
@@ -86,7 +86,7 @@ kdtree_verify_paged_params shape_params(const HostProblem& h, int32_t index_dtyp
   p.num_heads = kHeads;
   p.max_q_len = kQ;
   p.total_q = kBatch * kQ;
-  p.max_kv_len = prefix() + kQ;
+  p.max_kv_len = kPrefix + kQ;
   p.sm_scale = h.sm_scale;
   p.q_stride_token = int64_t(kHeads) * kDim;
   p.q_stride_head = kDim;
@@ -218,7 +218,7 @@ void verify_huge_pool(Report& report, Rng& rng, DeviceBuffer& pool) {
   const Outputs reference = run_host(h, h.slots);
   std::vector<int64_t> bad = h.slots;
   bad[5] = kSlots;  // one past the end
-  bad[prefix() + kQ + 7] = kSlots + (int64_t(1) << 31);
+  bad[kPrefix + kQ + 7] = kSlots + (int64_t(1) << 31);
   const Outputs reference_bad = run_host(h, bad);
   report.check(reference_bad.flag == KDTREE_FLAG_SLOT_OUT_OF_RANGE, "host reference flags the slots past the pool");
 
@@ -236,7 +236,7 @@ void verify_huge_pool(Report& report, Rng& rng, DeviceBuffer& pool) {
 
       // int32 cannot hold 2^31 + end: that index is only tried as int64.
       std::vector<int64_t> bad_here = bad;
-      if (index_dtype == KDTREE_DTYPE_INT32) bad_here[prefix() + kQ + 7] = h.slots[prefix() + kQ + 7];
+      if (index_dtype == KDTREE_DTYPE_INT32) bad_here[kPrefix + kQ + 7] = h.slots[kPrefix + kQ + 7];
       const Outputs ref_here = index_dtype == KDTREE_DTYPE_INT32 ? run_host(h, bad_here) : reference_bad;
       upload_indices(d.indices, bad_here, index_dtype);
       const Outputs flagged = run_device(h, d, pool, index_dtype, run.first, run.second);

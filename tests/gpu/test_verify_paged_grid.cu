@@ -6,7 +6,7 @@
 //
 // Cost is the fp64 host reference: most cases are small; a few reach a
 // 128k prefix with few heads. Under a sanitizer (light mode) the random grid
-// runs a pairwise cover of its four axes (15 of 120 combinations: every
+// runs a pairwise cover of its four axes (15 of 60 combinations: every
 // mask kind with every kv dtype, each also meeting both tail sources and
 // both index dtypes), prefixes up to 256 instead of 1024, and the long
 // prefixes are cut 8x (16k and 8k/2.5k); the fixed edge cases all run.
@@ -75,7 +75,7 @@ int main() {
   Rng rng(test_seed());
   Report report("test_verify_paged_grid");
   announce_light("test_verify_paged_grid",
-                 "15 of 120 grid combinations (pairwise cover), prefixes <= 256, long prefixes 16k and 8k");
+                 "15 of 60 grid combinations (pairwise cover), prefixes <= 256, long prefixes 16k and 8k");
   const int64_t grid_prefix = scaled<int64_t>(1024, 256);
 
   // Every mask kind x tail source x index dtype x kv dtype, small ragged batches.

@@ -7,6 +7,7 @@ on PYTHONPATH (CI does both).
 import ctypes
 import math
 import os
+import pathlib
 import re
 
 import numpy as np
@@ -58,7 +59,7 @@ def test_load_library_gives_a_checked_handle_of_its_own(tmp_path):
     # A copy of the library under another name is a second, independent build
     # as far as the loader is concerned (what bench.py --compare-lib relies on).
     other = tmp_path / "libkdtree_kernels_c_copy.so"
-    other.write_bytes(open(kk.lib.path, "rb").read())
+    other.write_bytes(pathlib.Path(kk.lib.path).read_bytes())
     handle = kk.load_library(str(other))
     assert handle.path == str(other) and handle is not kk.lib
     assert handle.kdtree_abi_version() == kk.abi_version()

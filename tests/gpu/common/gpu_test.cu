@@ -116,6 +116,28 @@ void encode_nan(int32_t dtype, void* base, size_t index) {
   }
 }
 
+kdtree_merge_params dense_merge_params(int states, int64_t tokens, int heads, int dim, const void* values,
+                                       const float* values_lse, void* out, int32_t out_dtype, float* out_lse) {
+  kdtree_merge_params p;
+  KDTREE_CHECK(kdtree_merge_params_init(&p));
+  p.num_states = states;
+  p.num_tokens = tokens;
+  p.num_heads = heads;
+  p.head_dim = dim;
+  p.states = values;
+  p.states_dtype = KDTREE_DTYPE_F32;
+  p.states_stride_state = tokens * heads * dim;
+  p.states_stride_token = int64_t(heads) * dim;
+  p.states_stride_head = dim;
+  p.states_lse = values_lse;
+  p.out = out;
+  p.out_dtype = out_dtype;
+  p.out_stride_token = int64_t(heads) * dim;
+  p.out_stride_head = dim;
+  p.lse = out_lse;
+  return p;
+}
+
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   CUDA_CHECK(cudaMalloc(&base_, bytes + 2 * kGuardBytes));
   CUDA_CHECK(cudaMemset(base_, kCanary, bytes + 2 * kGuardBytes));
@@ -151,28 +173,6 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
 
 void DeviceBuffer::fill(uint8_t byte) {
   if (bytes_) CUDA_CHECK(cudaMemset(data(), byte, bytes_));
-}
-
-kdtree_merge_params dense_merge_params(int states, int64_t tokens, int heads, int dim, const void* values,
-                                       const float* values_lse, void* out, int32_t out_dtype, float* out_lse) {
-  kdtree_merge_params p;
-  KDTREE_CHECK(kdtree_merge_params_init(&p));
-  p.num_states = states;
-  p.num_tokens = tokens;
-  p.num_heads = heads;
-  p.head_dim = dim;
-  p.states = values;
-  p.states_dtype = KDTREE_DTYPE_F32;
-  p.states_stride_state = tokens * heads * dim;
-  p.states_stride_token = int64_t(heads) * dim;
-  p.states_stride_head = dim;
-  p.states_lse = values_lse;
-  p.out = out;
-  p.out_dtype = out_dtype;
-  p.out_stride_token = int64_t(heads) * dim;
-  p.out_stride_head = dim;
-  p.lse = out_lse;
-  return p;
 }
 
 std::vector<uint8_t> DeviceBuffer::download() const {
