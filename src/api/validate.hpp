@@ -13,8 +13,6 @@
 
 namespace kdtree::api {
 
-// The most split-K partial states one verify call may ask for (num_splits).
-inline constexpr int32_t kMaxSplits = 128;
 // Head-count and draft-length bounds the verify kernels are built for.
 inline constexpr int32_t kMaxHeads = 128;
 inline constexpr int32_t kMaxBatch = 65535;  // verify grid.z

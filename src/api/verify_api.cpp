@@ -41,7 +41,7 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   c.at_least(p->total_q, 0, "total_q");
   c.in_range(p->total_q, 0, INT32_MAX, "total_q");  // qo_indptr is int32
   c.at_least(p->max_kv_len, 0, "max_kv_len");
-  c.in_range(p->num_splits, 0, kMaxSplits, "num_splits");
+  c.in_range(p->num_splits, 0, verify::kMaxSplits, "num_splits");
   c.finite(p->sm_scale, "sm_scale");
 
   c.dtype_in(p->q_dtype, {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16}, "q_dtype");

@@ -13,6 +13,10 @@
 
 namespace kdtree::verify {
 
+// The most split-K partial states one verify call may ask for (num_splits);
+// the merge keeps one weight per split in shared memory.
+inline constexpr int kMaxSplits = 128;
+
 // Host-only decisions for one call, a pure function of host fields and the
 // device's SM count (so workspace size and grid are capture-stable).
 struct Plan {

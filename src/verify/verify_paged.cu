@@ -129,7 +129,8 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   } else {
     fp8 ? launch_tiles<__half, true>(a, config, stream) : launch_tiles<__half, false>(a, config, stream);
   }
-  if (plan.num_splits > 1) launch_split_merge(a, stream);
+  // The split kernels let the merge launch early on sm_90+ (it waits for them).
+  if (plan.num_splits > 1) launch_split_merge(a, dev.sm_count, dev.cc_major >= 9, stream);
 }
 
 }  // namespace kdtree::verify

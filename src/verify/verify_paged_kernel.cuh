@@ -34,6 +34,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
 #include "verify/verify_paged_args.cuh"
 #include "verify/verify_paged_config.cuh"
@@ -418,6 +419,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         }
       }
     }
+
+    // The split merge, if any, may now be scheduled (it waits for this grid).
+    allow_dependent_launch();
 
     // ---- epilogue: share row sums and maxima, normalize, store ----
 #pragma unroll

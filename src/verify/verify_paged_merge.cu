@@ -1,78 +1,206 @@
-// The split-K reduce of kdtree_verify_paged: merges the num_splits partial
-// states of each (request row, head) into the output. The math of
-// kdtree_merge_attention_states (out = sum_s exp(lse_s - lse) out_s), written
-// as sum_s w_s out_s / sum_s w_s with w_s = exp(lse_s - max_s lse_s) so that
-// states that are all exactly 1 merge to exactly 1; splits are summed in
-// order, so the result is deterministic for a fixed num_splits.
-//
-// Grid (batch * max_q_len, H), 128 threads: thread k owns latent dims
-// [4k, 4k + 4). Rows past a request's q_len exit at once; a split whose lse is
-// -inf (no visible key) is never read.
+// Grid (batch * max_q_len, H / kHeads), one block per query row and kHeads
+// heads, 256 threads in 64-thread groups: group (split part p, head j) sums
+// the splits [p * per, (p + 1) * per) of head j, thread k of it the latent
+// float4s k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4)).
+// Rows past a request's q_len exit at once.
+//   1. The split weights, in one round of loads: the threads read the
+//      block's lse values into shared memory; each group derives its head's
+//      max from there.
+//   2. Each group sums its splits' states in chunks of kChunk, each chunk's
+//      loads all issued before any is summed, so a group costs
+//      1 + per / kChunk memory round trips (an earlier kernel paid two per
+//      split, each load behind its lse's test).
+//   3. Split parts 1.. leave their sums in shared memory; part 0 adds them in
+//      order, divides and stores.
+// The host picks the split parts (1, 2 or 4; heads fill the rest of the
+// block) so the grid stays one wave of about 1024 threads per SM: rows with
+// many splits (S1: 256 rows x 33 splits) get 4 parts, an S8-sized merge
+// (2048 rows x 4 splits) 1 part of 4 heads. A split whose lse is -inf (no
+// visible key) is never read. On sm_90+ the merge is launched as a
+// programmatic dependent of the split kernel (common/grid_dependency.cuh):
+// its launch overlaps the split kernel's epilogue, and it waits for that
+// kernel's completion before reading the partial states.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
 
+#include "common/grid_dependency.cuh"
+#include "verify/verify_launch.hpp"
 #include "verify/verify_paged_tiles.cuh"
 
 namespace kdtree::verify {
 
 namespace {
 
-constexpr int kMergeThreads = kLatentDim / 4;
+constexpr int kGroupThreads = kLatentDim / 8;
+constexpr int kVecs = 2;  // float4s per thread, kGroupThreads apart
+constexpr int kChunk = 4;
+constexpr int kMergeThreads = 256;
+// Heads per block when each head's splits are summed in kParts parts.
+template <int kParts>
+constexpr int kHeadsPerBlock = kMergeThreads / (kParts * kGroupThreads);
 
+// The partial sums of one group: out (sum_s w_s state_s) and sum_s w_s.
+struct GroupSum {
+  float4 acc[kVecs];
+  float weight;
+};
+
+__device__ float4 scaled_add(float4 acc, float w, float4 v) {
+  return make_float4(acc.x + w * v.x, acc.y + w * v.y, acc.z + w * v.z, acc.w + w * v.w);
+}
+
+template <class Out>
+__device__ void store_float4(Out* out, float4 v);
+template <>
+__device__ void store_float4(float* out, float4 v) {
+  *reinterpret_cast<float4*>(out) = v;
+}
+template <>
+__device__ void store_float4(__nv_bfloat16* out, float4 v) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  *reinterpret_cast<uint2*>(out) = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
+}
+template <>
+__device__ void store_float4(__half* out, float4 v) {
+  __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  *reinterpret_cast<uint2*>(out) = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
+}
+
+template <class Out>
+__device__ void store_row(const PagedArgs& a, int64_t at, int k, const float4 (&acc)[kVecs]) {
+  Out* out = static_cast<Out*>(a.out) + at;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) store_float4(out + 4 * (k + j * kGroupThreads), acc[j]);
+}
+
+// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max).
+__device__ GroupSum sum_splits(const float4* state, int64_t split_step, const float* split_lse, float lse_max,
+                               int s_begin, int s_end) {
+  GroupSum sum{};
+  for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
+    float4 v[kChunk][kVecs];
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) {
+      const int s = s0 + u;
+      const bool read = s < s_end && split_lse[s] != -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        v[u][j] = read ? state[s * split_step + j * kGroupThreads] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) {
+      const int s = s0 + u;
+      if (s >= s_end || split_lse[s] == -INFINITY) continue;
+      const float w = __expf(split_lse[s] - lse_max);
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) sum.acc[j] = scaled_add(sum.acc[j], w, v[u][j]);
+      sum.weight += w;
+    }
+  }
+  return sum;
+}
+
+template <int kParts>
 __global__ void __launch_bounds__(kMergeThreads) verify_split_merge_kernel(const PagedArgs a) {
-  const int b = blockIdx.x / a.max_q_len, i = blockIdx.x % a.max_q_len, h = blockIdx.y;
+  constexpr int kHeads = kHeadsPerBlock<kParts>;
+  __shared__ float split_lse[kHeads][kMaxSplits];
+  __shared__ GroupSum part_sum[kParts > 1 ? kParts - 1 : 1][kHeads][kGroupThreads];
+  const int b = blockIdx.x / a.max_q_len, i = blockIdx.x % a.max_q_len;
   const Request req = load_request(a, b, false);
   if (!req.valid || i >= req.q_len) return;
   const int64_t t = req.q_start + i;
   const int64_t stride = a.total_q * a.num_heads;  // between splits, in states
+  const int h0 = blockIdx.y * kHeads;              // the block's first head
+  const int heads = min(kHeads, a.num_heads - h0);
+  const int group = threadIdx.x / kGroupThreads, k = threadIdx.x % kGroupThreads;
+  const int part = group / kHeads, j = group % kHeads, h = h0 + j;
   const int64_t state0 = t * a.num_heads + h;
 
+  wait_for_prerequisite_grid();  // the split kernel's partial states
+  for (int e = threadIdx.x; e < heads * a.num_splits; e += kMergeThreads) {
+    const int s = e % a.num_splits, head = e / a.num_splits;
+    split_lse[head][s] = a.partial_lse[t * a.num_heads + h0 + head + s * stride];
+  }
+  __syncthreads();
+  const bool active = j < heads;  // groups past the last head only meet the barriers
+  const float* lse = split_lse[j];
   float lse_max = -INFINITY;
-  for (int s = 0; s < a.num_splits; ++s) lse_max = fmaxf(lse_max, a.partial_lse[state0 + s * stride]);
+  for (int s = 0; active && s < a.num_splits; ++s) lse_max = fmaxf(lse_max, lse[s]);
 
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  float weight_sum = 0.f;
+  GroupSum sum{};
   if (lse_max != -INFINITY) {
-    for (int s = 0; s < a.num_splits; ++s) {
-      const float lse = a.partial_lse[state0 + s * stride];
-      if (lse == -INFINITY) continue;
-      const float w = __expf(lse - lse_max);
-      const float4 v = reinterpret_cast<const float4*>(a.partial_out + (state0 + s * stride) * kLatentDim)[threadIdx.x];
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
-      weight_sum += w;
+    const float4* state = reinterpret_cast<const float4*>(a.partial_out + state0 * kLatentDim) + k;
+    const int per = (a.num_splits + kParts - 1) / kParts;
+    sum = sum_splits(state, stride * (kLatentDim / 4), lse, lse_max, min(part * per, a.num_splits),
+                     min((part + 1) * per, a.num_splits));
+  }
+  if constexpr (kParts > 1) {
+    if (part > 0) part_sum[part - 1][j][k] = sum;
+    __syncthreads();
+    if (part > 0) return;
+#pragma unroll
+    for (int p = 0; p < kParts - 1; ++p) {
+      const GroupSum& other = part_sum[p][j][k];
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        sum.acc[v] = make_float4(sum.acc[v].x + other.acc[v].x, sum.acc[v].y + other.acc[v].y,
+                                 sum.acc[v].z + other.acc[v].z, sum.acc[v].w + other.acc[v].w);
+      }
+      sum.weight += other.weight;
     }
+  }
+  if (lse_max != -INFINITY) {
     // Divide (not multiply by 1/sum): states that all hold exactly 1 merge to exactly 1.
-    acc = make_float4(acc.x / weight_sum, acc.y / weight_sum, acc.z / weight_sum, acc.w / weight_sum);
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const float4 x = sum.acc[v];
+      sum.acc[v] = make_float4(x.x / sum.weight, x.y / sum.weight, x.z / sum.weight, x.w / sum.weight);
+    }
   }
 
-  const int64_t at = t * a.out_stride_token + h * a.out_stride_head + 4 * threadIdx.x;
+  if (!active) return;
+  const int64_t at = t * a.out_stride_token + h * a.out_stride_head;
   if (a.out_dtype == KDTREE_DTYPE_F32) {
-    *reinterpret_cast<float4*>(static_cast<float*>(a.out) + at) = acc;
+    store_row<float>(a, at, k, sum.acc);
   } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
-    __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y), hi = __floats2bfloat162_rn(acc.z, acc.w);
-    uint2 packed = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
-    *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(a.out) + at) = packed;
+    store_row<__nv_bfloat16>(a, at, k, sum.acc);
   } else {
-    __half2 lo = __floats2half2_rn(acc.x, acc.y), hi = __floats2half2_rn(acc.z, acc.w);
-    uint2 packed = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
-    *reinterpret_cast<uint2*>(static_cast<__half*>(a.out) + at) = packed;
+    store_row<__half>(a, at, k, sum.acc);
   }
-  if (a.lse != nullptr && threadIdx.x == 0) {
-    a.lse[state0] = lse_max == -INFINITY ? -INFINITY : lse_max + logf(weight_sum);
+  if (a.lse != nullptr && k == 0) {
+    a.lse[state0] = lse_max == -INFINITY ? -INFINITY : lse_max + logf(sum.weight);
   }
+}
+
+template <int kParts>
+void launch_parts(const PagedArgs& a, bool dependent_launch, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(a.batch_size * a.max_q_len, (a.num_heads + kHeadsPerBlock<kParts> - 1) / kHeadsPerBlock<kParts>);
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = dependent_launch ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, verify_split_merge_kernel<kParts>, a), "kdtree_verify_paged",
+             "verify_split_merge_kernel");
 }
 
 }  // namespace
 
-void launch_split_merge(const PagedArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.batch_size * a.max_q_len, a.num_heads);
-  verify_split_merge_kernel<<<grid, kMergeThreads, 0, stream>>>(a);
-  check_launch("kdtree_verify_paged", "verify_split_merge_kernel");
+void launch_split_merge(const PagedArgs& a, int sm_count, bool dependent_launch, cudaStream_t stream) {
+  // One wave of ~1024 threads per SM, each split part at least two splits.
+  const int64_t rows = int64_t(a.batch_size) * a.max_q_len * a.num_heads;
+  const auto fits = [&](int parts) {
+    return a.num_splits >= 2 * parts && rows * parts * kGroupThreads <= int64_t(sm_count) * 1024;
+  };
+  if (fits(4)) return launch_parts<4>(a, dependent_launch, stream);
+  if (fits(2)) return launch_parts<2>(a, dependent_launch, stream);
+  launch_parts<1>(a, dependent_launch, stream);
 }
 
 }  // namespace kdtree::verify

@@ -29,8 +29,10 @@
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
-// the split's partial state for verify_paged_merge.
+// the split's partial state for verify_paged_merge, which this kernel lets
+// launch (programmatic dependent launch) as its epilogue begins.
 #include "common/cuda_check.hpp"
+#include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_sm90a.hpp"
@@ -383,6 +385,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     wgmma_commit();
     wgmma_wait<0>();
   }
+
+  // The split merge, if any, may now be scheduled (it waits for this grid).
+  allow_dependent_launch();
 
   // ---- epilogue: warpgroup 0's row sums to both; normalize, store ----
   __syncthreads();  // the last factors read before they are overwritten

@@ -60,6 +60,8 @@ KDTREE_DECLARE_VERIFY_TILES(__half, true)
 
 namespace kdtree::verify {
 // Reduces the num_splits partial states of every request row into out / lse
-// (verify_paged_merge.cu).
-void launch_split_merge(const PagedArgs& a, cudaStream_t stream);
+// (verify_paged_merge.cu); sm_count sizes its split parts. dependent_launch
+// (compute capability 9.0+): launched as a programmatic dependent of the
+// split kernel just before it.
+void launch_split_merge(const PagedArgs& a, int sm_count, bool dependent_launch, cudaStream_t stream);
 }  // namespace kdtree::verify
