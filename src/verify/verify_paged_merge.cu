@@ -1,3 +1,11 @@
+// The split-K reduce of kdtree_verify_paged: merges the num_splits partial
+// states of each (request row, head) into the output. The math of
+// kdtree_merge_attention_states (out = sum_s exp(lse_s - lse) out_s), written
+// as sum_s w_s out_s / sum_s w_s with w_s = exp(lse_s - max_s lse_s) so that
+// states that are all exactly 1 merge to exactly 1; splits are summed in
+// order (within a part, then the parts in order), so the result is
+// deterministic for a fixed num_splits on a given device.
+//
 // Grid (batch * max_q_len, H / kHeads), one block per query row and kHeads
 // heads, 256 threads in 64-thread groups: group (split part p, head j) sums
 // the splits [p * per, (p + 1) * per) of head j, thread k of it the latent
