@@ -45,7 +45,7 @@ namespace {
 constexpr int kRows = kSm90aRows;
 constexpr int kKeys = kSm90aKeys;
 constexpr int kThreads = 256;               // two warpgroups
-constexpr int kGroup = 128;                 // threads of a warpgroup
+[[maybe_unused]] constexpr int kGroup = 128;  // threads of a warpgroup (device code only)
 constexpr int kDimBlocks = kHeadDim / 64;   // 64-dim column blocks of a row (9)
 constexpr int kBlockBytes = kRows * 128;    // one column block of 64 rows
 static_assert(kKeys == kRows, "Q and KV tiles share the column-block geometry");

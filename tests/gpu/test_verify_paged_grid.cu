@@ -94,7 +94,7 @@ int main() {
             s.q_lens.push_back(int(rng.range(1, 32)));
             s.prefixes.push_back(rng.range(0, grid_prefix));
           }
-          s.num_heads = rng.pick(std::vector<int>{1, 8, 16});
+          s.num_heads = rng.pick(std::vector<int>{1, 6, 8, 16});  // 6: a merge block whose last heads are past H
           s.mask_kind = mask;
           s.tail_source = tail;
           s.index_dtype = index;
