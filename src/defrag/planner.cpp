@@ -117,9 +117,11 @@ std::vector<Candidate> fragmented_requests(const kdtree_defrag_plan_params& p,
         }
       }
     }
-    if (count_runs(p.request_slots, begin, hi) < 2) continue;
+    const int64_t segment_runs = count_runs(p.request_slots, begin, hi);
+    if (segment_runs < 2) continue;
     const int64_t join = begin > lo ? p.request_slots[begin - 1] + 1 : -1;
-    out.push_back({b, count_runs(p.request_slots, lo, hi), begin, hi, join});
+    const int64_t total_runs = begin > lo ? count_runs(p.request_slots, lo, hi) : segment_runs;
+    out.push_back({b, total_runs, begin, hi, join});
   }
   std::sort(out.begin(), out.end(), [](const Candidate& x, const Candidate& y) {
     return x.total_runs != y.total_runs ? x.total_runs > y.total_runs : x.request < y.request;
