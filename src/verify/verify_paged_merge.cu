@@ -32,8 +32,10 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/grid_dependency.cuh"
+#include "common/mma.cuh"
 #include "verify/verify_launch.hpp"
 #include "verify/verify_paged_tiles.cuh"
 
@@ -59,21 +61,15 @@ __device__ float4 scaled_add(float4 acc, float w, float4 v) {
   return make_float4(acc.x + w * v.x, acc.y + w * v.y, acc.z + w * v.z, acc.w + w * v.w);
 }
 
+// Four output values at `out`: as they are in f32, else packed to bf16 / f16
+// pairs (pack2, round to nearest).
 template <class Out>
-__device__ void store_float4(Out* out, float4 v);
-template <>
-__device__ void store_float4(float* out, float4 v) {
-  *reinterpret_cast<float4*>(out) = v;
-}
-template <>
-__device__ void store_float4(__nv_bfloat16* out, float4 v) {
-  __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-  *reinterpret_cast<uint2*>(out) = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
-}
-template <>
-__device__ void store_float4(__half* out, float4 v) {
-  __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-  *reinterpret_cast<uint2*>(out) = make_uint2(*reinterpret_cast<uint32_t*>(&lo), *reinterpret_cast<uint32_t*>(&hi));
+__device__ void store_float4(Out* out, float4 v) {
+  if constexpr (std::is_same<Out, float>::value) {
+    *reinterpret_cast<float4*>(out) = v;
+  } else {
+    *reinterpret_cast<uint2*>(out) = make_uint2(pack2<Out>(v.x, v.y), pack2<Out>(v.z, v.w));
+  }
 }
 
 template <class Out>
