@@ -39,6 +39,7 @@
 //                                default on sm_90+ when the rows fit it; the
 //                                warp tasks above run otherwise)
 //   KDTREE_DEFRAG_TMA_WARPS / _STAGES   its pipes per block / stages per pipe
+//   KDTREE_DEFRAG_TMA_STORE_EVICT_LAST  1: its stores' L2 lines evict-last (1)
 // Bulk-copy path (TMA engine, sm_90+). Each warp's lane 0 is a pipe that owns
 // a contiguous range of the (move, layer, chunk) items, move-major, so it
 // reads each move's slots once (the next move's prefetched) and the ranges
@@ -46,7 +47,10 @@
 // (1152 B rows: one item). The pipe keeps STAGES - 1 bulk loads global ->
 // shared in flight (one mbarrier per stage) and stores each landed stage
 // with one bulk store shared -> global; a stage is refilled once the bulk
-// store before last has read it. It runs when the host found the rows fit
+// store before last has read it. The stores' L2 lines are marked evict-last:
+// the moved rows outlive the copy's source lines in L2 (read once), so more
+// of their write-back to HBM falls after the kernel (docs/perf_notes.md,
+// "Defrag copy, session 7"). It runs when the host found the rows fit
 // the fast path and every layer base is 16-byte aligned (checked per warp
 // on the device); otherwise the grid runs the warp tasks above.
 #include <cuda_runtime.h>
@@ -78,6 +82,9 @@
 #endif
 #ifndef KDTREE_DEFRAG_TMA_WARPS
 #define KDTREE_DEFRAG_TMA_WARPS 2
+#endif
+#ifndef KDTREE_DEFRAG_TMA_STORE_EVICT_LAST
+#define KDTREE_DEFRAG_TMA_STORE_EVICT_LAST 1
 #endif
 #ifndef KDTREE_DEFRAG_TMA_STAGES
 #define KDTREE_DEFRAG_TMA_STAGES 16
@@ -394,11 +401,21 @@ __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) 
   }
 }
 
-// `bytes` from shared `from` to global `to`, as one bulk group.
+// `bytes` from shared `from` to global `to`, as one bulk group; with
+// KDTREE_DEFRAG_TMA_STORE_EVICT_LAST, its L2 lines marked evict-last (so the
+// copy's own source lines leave L2 first).
 __device__ __forceinline__ void bulk_store(void* to, uint32_t from, uint32_t bytes) {
+#if KDTREE_DEFRAG_TMA_STORE_EVICT_LAST
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(to),
+               "r"(from), "r"(bytes), "l"(policy)
+               : "memory");
+#else
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(to), "r"(from),
                "r"(bytes)
                : "memory");
+#endif
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
 
