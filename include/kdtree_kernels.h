@@ -369,7 +369,10 @@ typedef struct kdtree_defrag_copy_params {
 
 KDTREE_API kdtree_status kdtree_defrag_copy_params_init(kdtree_defrag_copy_params* params);
 /* Copies every move in every layer in one launch. Destinations must be unique
- * and disjoint from all sources (the planner guarantees it). Capture-safe. */
+ * and disjoint from all sources (the planner guarantees it). Capture-safe.
+ * On sm_90+ the written rows are left in L2 with evict-last priority (the
+ * rows a verify reads next); building with CMAKE_CUDA_FLAGS containing
+ * -DKDTREE_DEFRAG_TMA_STORE_EVICT_LAST=0 writes them with the default one. */
 KDTREE_API kdtree_status kdtree_defrag_copy(const kdtree_defrag_copy_params* params,
                                             kdtree_stream_t stream);
 
