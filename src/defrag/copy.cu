@@ -83,11 +83,11 @@
 #ifndef KDTREE_DEFRAG_TMA_WARPS
 #define KDTREE_DEFRAG_TMA_WARPS 2
 #endif
-#ifndef KDTREE_DEFRAG_TMA_STORE_EVICT_LAST
-#define KDTREE_DEFRAG_TMA_STORE_EVICT_LAST 1
-#endif
 #ifndef KDTREE_DEFRAG_TMA_STAGES
 #define KDTREE_DEFRAG_TMA_STAGES 16
+#endif
+#ifndef KDTREE_DEFRAG_TMA_STORE_EVICT_LAST
+#define KDTREE_DEFRAG_TMA_STORE_EVICT_LAST 1
 #endif
 
 namespace kdtree::defrag {
@@ -401,9 +401,8 @@ __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) 
   }
 }
 
-// `bytes` from shared `from` to global `to`, as one bulk group; with
-// KDTREE_DEFRAG_TMA_STORE_EVICT_LAST, its L2 lines marked evict-last (so the
-// copy's own source lines leave L2 first).
+// `bytes` from shared `from` to global `to`, as one bulk group (L2 lines
+// evict-last with KDTREE_DEFRAG_TMA_STORE_EVICT_LAST: the path's notes above).
 __device__ __forceinline__ void bulk_store(void* to, uint32_t from, uint32_t bytes) {
 #if KDTREE_DEFRAG_TMA_STORE_EVICT_LAST
   uint64_t policy;
