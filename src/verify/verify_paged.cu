@@ -38,8 +38,14 @@ bool use_sm90a(const DeviceInfo& dev, bool kv_fp8) {
   return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0 && !kv_fp8;
 }
 
+// The partial states' values keep the output's precision when it is bf16
+// (PagedArgs::partial_dtype), else f32.
+int32_t partial_dtype(const kdtree_verify_paged_params& p) {
+  return p.out_dtype == KDTREE_DTYPE_BF16 ? KDTREE_DTYPE_BF16 : KDTREE_DTYPE_F32;
+}
 size_t partial_out_bytes(const kdtree_verify_paged_params& p, int splits) {
-  return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * kLatentDim * sizeof(float));
+  const size_t value_bytes = partial_dtype(p) == KDTREE_DTYPE_BF16 ? 2 : 4;
+  return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * kLatentDim * value_bytes);
 }
 size_t partial_lse_bytes(const kdtree_verify_paged_params& p, int splits) {
   return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * sizeof(float));
@@ -117,7 +123,8 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   a.lse = p.lse;
   a.error_flag = p.error_flag;
   if (plan.num_splits > 1) {
-    a.partial_out = static_cast<float*>(workspace);
+    a.partial_out = workspace;
+    a.partial_dtype = partial_dtype(p);
     a.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_out_bytes(p, plan.num_splits));
   }
 

@@ -57,8 +57,11 @@ struct PagedArgs {
   int32_t* error_flag;
 
   // Split-K partial states (num_splits > 1): [splits, total_q, H, D_L] and
-  // [splits, total_q, H], indexed by the global query row.
-  float* partial_out;
+  // [splits, total_q, H] f32, indexed by the global query row. The states'
+  // values are bf16 when the output is (they keep the output's precision at
+  // half the bytes to write and read back), else f32.
+  void* partial_out;
+  int32_t partial_dtype;  // KDTREE_DTYPE_BF16 or KDTREE_DTYPE_F32
   float* partial_lse;
 };
 
@@ -248,15 +251,44 @@ struct RowDivisor {
 // the call has one split, else to split `split`'s partial state (an empty row
 // leaves it unwritten: the merge never reads it). The destination and dtype
 // are picked once per row, so the executed store code stays short.
+//
+// A bf16 partial state is stored in whole 32-byte sectors: the four lanes of
+// a quad (lane % 4 = c, dim0 = base + 2c, the mma accumulator layout) hold
+// dims 16m + {2c, 2c + 1} (pair 2m) and 16m + 8 + {2c, 2c + 1} (pair 2m + 1)
+// of the row; two exchanges within the quad give lane c dims 16m + 4c ..
+// 16m + 4c + 3, one 8-byte store. (Pair-wise 4-byte stores would write
+// half sectors, which cost the SM's path to L2 as much as whole ones.) The
+// quad's lanes call this together.
 template <int kPairs, class Pair>
 __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, bool row_empty,
                                               int dim0, const Pair& pair) {
   if (a.num_splits > 1) {
     if (row_empty) return;
     const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
-    float* dst = a.partial_out + state * kLatentDim + dim0;
+    if (a.partial_dtype == KDTREE_DTYPE_F32) {
+      float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
 #pragma unroll
-    for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
+      for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
+      return;
+    }
+    static_assert(kPairs % 2 == 0, "bf16 states are stored two pairs (16 dims) at a time");
+    const int c = threadIdx.x % 4;
+    const unsigned quad = 0xfu << (threadIdx.x % 32 - c);
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(a.partial_out) + state * kLatentDim + (dim0 - 2 * c) + 4 * c;
+#pragma unroll
+    for (int m = 0; m < kPairs / 2; ++m) {
+      const float2 v0 = pair(2 * m), v1 = pair(2 * m + 1);
+      const uint32_t w0 = pack2<__nv_bfloat16>(v0.x, v0.y), w1 = pack2<__nv_bfloat16>(v1.x, v1.y);
+      // Word k holds dims 16m + 2k, 2k + 1: lane c starts with k = c (w0) and
+      // c + 4 (w1). After the exchange with lane c ^ 2, lanes 0, 1 hold
+      // k = c, c + 2 and lanes 2, 3 hold k = c + 2, c + 4 (lo, hi); after the
+      // one with lane c ^ 1, lane c holds k = 2c, 2c + 1.
+      const uint32_t got2 = __shfl_xor_sync(quad, c < 2 ? w1 : w0, 2);
+      const uint32_t lo = c < 2 ? w0 : got2, hi = c < 2 ? got2 : w1;
+      const uint32_t got1 = __shfl_xor_sync(quad, c & 1 ? lo : hi, 1);
+      const uint2 words = c & 1 ? make_uint2(got1, hi) : make_uint2(lo, got1);
+      *reinterpret_cast<uint2*>(dst + 16 * m) = words;
+    }
     return;
   }
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim0;

@@ -9,7 +9,8 @@
 // Grid (batch * max_q_len, H / kHeads), one block per query row and kHeads
 // heads, 256 threads in 64-thread groups: group (split part p, head j) sums
 // the splits [p * per, (p + 1) * per) of head j, thread k of it the latent
-// float4s k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4)).
+// quads k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4); four
+// f32 or bf16 values, the states' PagedArgs::partial_dtype).
 // Rows past a request's q_len exit at once.
 //   1. The split weights, in one round of loads: the threads read the
 //      block's lse values into shared memory; each group derives its head's
@@ -79,9 +80,30 @@ __device__ void store_row(const PagedArgs& a, int64_t at, int k, const float4 (&
   for (int j = 0; j < kVecs; ++j) store_float4(out + 4 * (k + j * kGroupThreads), acc[j]);
 }
 
-// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max).
-__device__ GroupSum sum_splits(const float4* state, int64_t split_step, const float* split_lse, float lse_max,
-                               int s_begin, int s_end) {
+// Four consecutive values of a partial state (PagedArgs::partial_dtype), as
+// stored (Raw) and as f32.
+template <class Partial>
+struct Quad;
+template <>
+struct Quad<float> {
+  using Raw = float4;
+  __device__ static float4 get(float4 raw) { return raw; }
+};
+template <>
+struct Quad<__nv_bfloat16> {
+  using Raw = uint2;  // values 0 and 1 in x (0 in the low half), 2 and 3 in y
+  __device__ static float4 get(uint2 raw) {
+    return make_float4(__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+                       __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u));
+  }
+};
+
+// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max);
+// `state` points at the thread's first quad of split 0, split_step quads
+// apart.
+template <class Partial>
+__device__ GroupSum sum_splits(const typename Quad<Partial>::Raw* state, int64_t split_step, const float* split_lse,
+                               float lse_max, int s_begin, int s_end) {
   GroupSum sum{};
   for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
     float4 v[kChunk][kVecs];
@@ -91,7 +113,7 @@ __device__ GroupSum sum_splits(const float4* state, int64_t split_step, const fl
       const bool read = s < s_end && split_lse[s] != -INFINITY;
 #pragma unroll
       for (int j = 0; j < kVecs; ++j) {
-        v[u][j] = read ? state[s * split_step + j * kGroupThreads] : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[u][j] = read ? Quad<Partial>::get(state[s * split_step + j * kGroupThreads]) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
 #pragma unroll
@@ -107,8 +129,9 @@ __device__ GroupSum sum_splits(const float4* state, int64_t split_step, const fl
   return sum;
 }
 
-template <int kParts>
-__global__ void __launch_bounds__(kMergeThreads) verify_split_merge_kernel(const PagedArgs a) {
+// Four blocks per SM: the one-wave grid of launch_split_merge.
+template <int kParts, class Partial>
+__global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(const PagedArgs a) {
   constexpr int kHeads = kHeadsPerBlock<kParts>;
   __shared__ float split_lse[kHeads][kMaxSplits];
   __shared__ GroupSum part_sum[kParts > 1 ? kParts - 1 : 1][kHeads][kGroupThreads];
@@ -136,10 +159,11 @@ __global__ void __launch_bounds__(kMergeThreads) verify_split_merge_kernel(const
 
   GroupSum sum{};
   if (lse_max != -INFINITY) {
-    const float4* state = reinterpret_cast<const float4*>(a.partial_out + state0 * kLatentDim) + k;
+    using Raw = typename Quad<Partial>::Raw;
+    const Raw* state = reinterpret_cast<const Raw*>(static_cast<const Partial*>(a.partial_out) + state0 * kLatentDim) + k;
     const int per = (a.num_splits + kParts - 1) / kParts;
-    sum = sum_splits(state, stride * (kLatentDim / 4), lse, lse_max, min(part * per, a.num_splits),
-                     min((part + 1) * per, a.num_splits));
+    sum = sum_splits<Partial>(state, stride * (kLatentDim / 4), lse, lse_max, min(part * per, a.num_splits),
+                              min((part + 1) * per, a.num_splits));
   }
   if constexpr (kParts > 1) {
     if (part > 0) part_sum[part - 1][j][k] = sum;
@@ -179,8 +203,8 @@ __global__ void __launch_bounds__(kMergeThreads) verify_split_merge_kernel(const
   }
 }
 
-template <int kParts>
-void launch_parts(const PagedArgs& a, bool dependent_launch, cudaStream_t stream) {
+template <int kParts, class Partial>
+void launch_kernel(const PagedArgs& a, bool dependent_launch, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(a.batch_size * a.max_q_len, (a.num_heads + kHeadsPerBlock<kParts> - 1) / kHeadsPerBlock<kParts>);
   config.blockDim = dim3(kMergeThreads);
@@ -190,8 +214,14 @@ void launch_parts(const PagedArgs& a, bool dependent_launch, cudaStream_t stream
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
   config.numAttrs = dependent_launch ? 1 : 0;
-  check_cuda(cudaLaunchKernelEx(&config, verify_split_merge_kernel<kParts>, a), "kdtree_verify_paged",
+  check_cuda(cudaLaunchKernelEx(&config, verify_split_merge_kernel<kParts, Partial>, a), "kdtree_verify_paged",
              "verify_split_merge_kernel");
+}
+
+template <int kParts>
+void launch_parts(const PagedArgs& a, bool dependent_launch, cudaStream_t stream) {
+  a.partial_dtype == KDTREE_DTYPE_BF16 ? launch_kernel<kParts, __nv_bfloat16>(a, dependent_launch, stream)
+                                       : launch_kernel<kParts, float>(a, dependent_launch, stream);
 }
 
 }  // namespace
