@@ -375,21 +375,33 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
     }
-    wgmma_fence();
+    // The row weights (P times ones) by warpgroup 0 alone; each branch is
+    // uniform over its warpgroup, so no wgmma runs divergent.
+    if (wg == 0) {
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kKeys / 16; ++ks) {
-      const uint64_t pd = p_desc + ((ks * 32) >> 4);
-      wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-      wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);  // both: a divergent wgmma would serialize them all
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
+        const uint64_t pd = p_desc + ((ks * 32) >> 4);
+        wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+    } else {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
+        wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
     }
-    wgmma_commit();
-    wgmma_wait<0>();
   }
 
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
 
-  // ---- epilogue: warpgroup 0's row sums to both; normalize, store ----
+  // ---- epilogue: warpgroup 0's row sums and weights to both; normalize, store ----
   __syncthreads();  // the last factors read before they are overwritten
   if (wg == 0) {
 #pragma unroll
@@ -397,7 +409,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       float l = l_run[half];  // this thread's 16 keys of the row, then the quad's 64
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      if (c == 0) blk.red()[warp_row0 + g + 8 * half] = l;
+      if (c == 0) {
+        blk.red()[warp_row0 + g + 8 * half] = l;
+        blk.red()[kRows + warp_row0 + g + 8 * half] = w[2 * half];
+      }
     }
   }
   __syncthreads();
@@ -407,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (token < 0) continue;
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
-    const float weight = w[2 * half], l = blk.red()[row];  // w: the same in both warpgroups
+    const float weight = blk.red()[kRows + row], l = blk.red()[row];
     // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
     // In place, before the store picks its dtype: one copy of the division
     // code, not one per store branch (this epilogue runs once per block, from
