@@ -248,9 +248,10 @@ struct RowDivisor {
 
 // Output dims dim0 + 8j and dim0 + 8j + 1 (j < kPairs) of global query row t,
 // head h, their values pair(j) (a float2, already normalized): to out when
-// the call has one split, else to split `split`'s partial state (an empty row
-// leaves it unwritten: the merge never reads it). The destination and dtype
-// are picked once per row, so the executed store code stays short.
+// the call has one split, else to split `split`'s partial state (written for
+// a row with no visible key too: the merge loads states before it knows
+// which to leave out). The destination and dtype are picked once per row,
+// so the executed store code stays short.
 //
 // A bf16 partial state is stored in whole 32-byte sectors: the four lanes of
 // a quad (lane % 4 = c, dim0 = base + 2c, the mma accumulator layout) hold
@@ -260,10 +261,9 @@ struct RowDivisor {
 // half sectors, which cost the SM's path to L2 as much as whole ones.) The
 // quad's lanes call this together.
 template <int kPairs, class Pair>
-__device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, bool row_empty,
-                                              int dim0, const Pair& pair) {
+__device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
+                                              const Pair& pair) {
   if (a.num_splits > 1) {
-    if (row_empty) return;
     const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
     if (a.partial_dtype == KDTREE_DTYPE_F32) {
       float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;

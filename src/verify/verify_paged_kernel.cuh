@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           o_acc[mt][nt][2 * half + 1] = div(o_acc[mt][nt][2 * half + 1]);
         }
         const int64_t t = req.q_start + token;
-        store_out_row<16>(a, t, h, split, l == 0.f, dim_quarter * 128 + 2 * c, [&](int nt) {
+        store_out_row<16>(a, t, h, split, dim_quarter * 128 + 2 * c, [&](int nt) {
           return make_float2(o_acc[mt][nt][2 * half], o_acc[mt][nt][2 * half + 1]);
         });
         if (dim_quarter == 0 && c == 0) store_lse(a, t, h, split, lse);

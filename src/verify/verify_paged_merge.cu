@@ -12,12 +12,13 @@
 // quads k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4); four
 // f32 or bf16 values, the states' PagedArgs::partial_dtype).
 // Rows past a request's q_len exit at once.
-//   1. The split weights, in one round of loads: the threads read the
-//      block's lse values into shared memory; each group derives its head's
-//      max from there.
+//   1. The split weights and the first chunk of states, in one round of
+//      loads: each group issues its first kChunk splits' states, then the
+//      threads read the block's lse values into shared memory; each group
+//      derives its head's max from there.
 //   2. Each group sums its splits' states in chunks of kChunk, each chunk's
 //      loads all issued before any is summed, so a group costs
-//      1 + per / kChunk memory round trips (an earlier kernel paid two per
+//      per / kChunk memory round trips (an earlier kernel paid two per
 //      split, each load behind its lse's test).
 //   3. Split parts 1.. leave their sums in shared memory; part 0 adds them in
 //      order, divides and stores.
@@ -25,7 +26,7 @@
 // block) so the grid stays one wave of about 1024 threads per SM: rows with
 // many splits (S1: 256 rows x 33 splits) get 4 parts, an S8-sized merge
 // (2048 rows x 4 splits) 1 part of 4 heads. A split whose lse is -inf (no
-// visible key) is never read. On sm_90+ the merge is launched as a
+// visible key) is left out. On sm_90+ the merge is launched as a
 // programmatic dependent of the split kernel (common/grid_dependency.cuh):
 // its launch overlaps the split kernel's epilogue, and it waits for that
 // kernel's completion before reading the partial states.
@@ -98,36 +99,48 @@ struct Quad<__nv_bfloat16> {
   }
 };
 
-// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max);
+// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max):
 // `state` points at the thread's first quad of split 0, split_step quads
-// apart.
+// apart. Every split kernel writes every state of a row it has, so a chunk
+// of kChunk splits can be loaded before its weights are known (the first
+// chunk is in flight beside the lse loads); a split whose lse is -inf is
+// then left out by selection, whatever its state holds.
 template <class Partial>
-__device__ GroupSum sum_splits(const typename Quad<Partial>::Raw* state, int64_t split_step, const float* split_lse,
-                               float lse_max, int s_begin, int s_end) {
-  GroupSum sum{};
-  for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
-    float4 v[kChunk][kVecs];
+struct SplitSum {
+  using Raw = typename Quad<Partial>::Raw;
+  const Raw* state;
+  int64_t split_step;
+  int s_begin, s_end;
+  Raw raw[kChunk][kVecs];
+
+  __device__ void load_chunk(int s0) {
 #pragma unroll
     for (int u = 0; u < kChunk; ++u) {
-      const int s = s0 + u;
-      const bool read = s < s_end && split_lse[s] != -INFINITY;
 #pragma unroll
       for (int j = 0; j < kVecs; ++j) {
-        v[u][j] = read ? Quad<Partial>::get(state[s * split_step + j * kGroupThreads]) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (s0 + u < s_end) raw[u][j] = state[(s0 + u) * split_step + j * kGroupThreads];
       }
     }
-#pragma unroll
-    for (int u = 0; u < kChunk; ++u) {
-      const int s = s0 + u;
-      if (s >= s_end || split_lse[s] == -INFINITY) continue;
-      const float w = __expf(split_lse[s] - lse_max);
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j) sum.acc[j] = scaled_add(sum.acc[j], w, v[u][j]);
-      sum.weight += w;
-    }
   }
-  return sum;
-}
+
+  // The sum, given the chunk at s_begin loaded.
+  __device__ GroupSum sum(const float* split_lse, float lse_max) {
+    GroupSum sum{};
+    for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
+      if (s0 != s_begin) load_chunk(s0);
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        const int s = s0 + u;
+        if (s >= s_end || split_lse[s] == -INFINITY) continue;
+        const float w = __expf(split_lse[s] - lse_max);
+#pragma unroll
+        for (int j = 0; j < kVecs; ++j) sum.acc[j] = scaled_add(sum.acc[j], w, Quad<Partial>::get(raw[u][j]));
+        sum.weight += w;
+      }
+    }
+    return sum;
+  }
+};
 
 // Four blocks per SM: the one-wave grid of launch_split_merge.
 template <int kParts, class Partial>
@@ -145,26 +158,26 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
   const int group = threadIdx.x / kGroupThreads, k = threadIdx.x % kGroupThreads;
   const int part = group / kHeads, j = group % kHeads, h = h0 + j;
   const int64_t state0 = t * a.num_heads + h;
+  const bool active = j < heads;  // groups past the last head only meet the barriers
+  const int per = (a.num_splits + kParts - 1) / kParts;
+  using Raw = typename Quad<Partial>::Raw;
+  const Raw* state = reinterpret_cast<const Raw*>(static_cast<const Partial*>(a.partial_out) + state0 * kLatentDim) + k;
+  SplitSum<Partial> splits{state, stride * (kLatentDim / 4), min(part * per, a.num_splits),
+                           min((part + 1) * per, a.num_splits)};
 
   wait_for_prerequisite_grid();  // the split kernel's partial states
+  if (active) splits.load_chunk(splits.s_begin);
   for (int e = threadIdx.x; e < heads * a.num_splits; e += kMergeThreads) {
     const int s = e % a.num_splits, head = e / a.num_splits;
     split_lse[head][s] = a.partial_lse[t * a.num_heads + h0 + head + s * stride];
   }
   __syncthreads();
-  const bool active = j < heads;  // groups past the last head only meet the barriers
   const float* lse = split_lse[j];
   float lse_max = -INFINITY;
   for (int s = 0; active && s < a.num_splits; ++s) lse_max = fmaxf(lse_max, lse[s]);
 
   GroupSum sum{};
-  if (lse_max != -INFINITY) {
-    using Raw = typename Quad<Partial>::Raw;
-    const Raw* state = reinterpret_cast<const Raw*>(static_cast<const Partial*>(a.partial_out) + state0 * kLatentDim) + k;
-    const int per = (a.num_splits + kParts - 1) / kParts;
-    sum = sum_splits<Partial>(state, stride * (kLatentDim / 4), lse, lse_max, min(part * per, a.num_splits),
-                              min((part + 1) * per, a.num_splits));
-  }
+  if (lse_max != -INFINITY) sum = splits.sum(lse, lse_max);
   if constexpr (kParts > 1) {
     if (part > 0) part_sum[part - 1][j][k] = sum;
     __syncthreads();

@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       o[4 * j + 2 * half + 1] = div(o[4 * j + 2 * half + 1]);
     }
     const int64_t t = req.q_start + token;
-    store_out_row<32>(a, t, h, split, l == 0.f, wg * 256 + 2 * c,
+    store_out_row<32>(a, t, h, split, wg * 256 + 2 * c,
                       [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
     if (wg == 0 && c == 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
