@@ -244,8 +244,10 @@ KDTREE_API kdtree_status kdtree_verify_workspace_size(const kdtree_verify_paged_
 
 /* The production verify: tensor cores, split-K with a merge. `workspace` is
  * device memory of at least kdtree_verify_workspace_size bytes (may be NULL
- * when that is 0). Identical inputs and num_splits give bitwise-identical
- * results. Capture-safe. */
+ * when that is 0). The split-K partial states in it hold their values in
+ * bf16 when out_dtype is BF16 (the output's own precision: half the bytes to
+ * write and merge), else in f32; accumulation and lse stay f32. Identical
+ * inputs and num_splits give bitwise-identical results. Capture-safe. */
 KDTREE_API kdtree_status kdtree_verify_paged(const kdtree_verify_paged_params* params,
                                              void* workspace, size_t workspace_bytes,
                                              kdtree_stream_t stream);
