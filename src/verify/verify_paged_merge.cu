@@ -16,10 +16,10 @@
 //      loads: each group issues its first kChunk splits' states, then the
 //      threads read the block's lse values into shared memory; each group
 //      derives its head's max from there.
-//   2. Each group sums its splits' states in chunks of kChunk, each chunk's
-//      loads all issued before any is summed, so a group costs
-//      per / kChunk memory round trips (an earlier kernel paid two per
-//      split, each load behind its lse's test).
+//   2. Each group sums its splits' states in chunks of kChunk (4 splits of
+//      bf16 states, 2 of f32), each chunk's loads all issued before any is
+//      summed, so a group costs per / kChunk memory round trips (an earlier
+//      kernel paid two per split, each load behind its lse's test).
 //   3. Split parts 1.. leave their sums in shared memory; part 0 adds them in
 //      order, divides and stores.
 // The host picks the split parts (1, 2 or 4; heads fill the rest of the
@@ -47,7 +47,6 @@ namespace {
 
 constexpr int kGroupThreads = kLatentDim / 8;
 constexpr int kVecs = 2;  // float4s per thread, kGroupThreads apart
-constexpr int kChunk = 4;
 constexpr int kMergeThreads = 256;
 // Heads per block when each head's splits are summed in kParts parts.
 template <int kParts>
@@ -108,6 +107,9 @@ struct Quad<__nv_bfloat16> {
 template <class Partial>
 struct SplitSum {
   using Raw = typename Quad<Partial>::Raw;
+  // 64 bytes of states in flight per thread: four splits of bf16 states,
+  // two of f32 (four of those do not fit 64 registers on sm_80 / sm_120).
+  static constexpr int kChunk = std::is_same<Partial, float>::value ? 2 : 4;
   const Raw* state;
   int64_t split_step;
   int s_begin, s_end;
