@@ -14,9 +14,10 @@
 //     (4 wgmma m64n256k16, V = the tile's first 512 dims read transposed) and
 //     P times a ones column (m64n8k16), so O is normalized by the
 //     tensor-core sum of the same rounded P (all-ones values give exactly 1).
-//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P and
-//     ones, and the KV rows: slot ids into shared memory by cp.async a tile
-//     ahead, rows of tile t + 1 by cp.async into the stage tile t - 1 left.
+//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P
+//     (its rows' weights come from warpgroup 0 in the epilogue), and the KV
+//     rows: slot ids into shared memory by cp.async a tile ahead, rows of
+//     tile t + 1 by cp.async into the stage tile t - 1 left.
 // Per tile t, both warpgroups run one loop with two block barriers:
 //   landed:  the gather warpgroup's copies of tile t are done (then a block
 //            barrier); warpgroup 0 computes S and P while warpgroup 1 issues
@@ -55,7 +56,7 @@ constexpr size_t kOffQ = 0;
 constexpr size_t kOffKv = kOffQ + kTileBytes;          // [2] stages
 constexpr size_t kOffP = kOffKv + 2 * kTileBytes;      // [64 rows][64 keys]
 constexpr size_t kOffOnes = kOffP + kBlockBytes;       // 16 keys x 8 ones
-constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale factors, then row sums
+constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale factors; row sums and weights
 constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBadWarp = kOffBadKey + 2 * kKeys;  // [2][4] u8: any flagged slot per gather warp
 constexpr size_t kOffSlots = kOffBadWarp + 16;          // [2][64] i64: slot ids a tile ahead
