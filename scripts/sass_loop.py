@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The SASS of the sm_90a verify kernel's tile loop, for comparing two trees
+before spending device time on an A/B.
+
+Changes outside the loop that move ptxas's register allocation have slowed the
+loop by 1-4% (docs/perf_notes.md, "Verify, session 8": 253 -> 227 registers grew
+the loop by 119 IMAD). This compiles src/verify/verify_paged_sm90a.cu for
+sm_90a, disassembles it and prints, per kernel instantiation: registers, total
+instructions, and the instructions between the first QK wgmma (HGMMA.64x64) and
+the last P V wgmma (HGMMA.64x256) with their mix. A larger span is a slower
+loop until the device says otherwise.
+
+  scripts/sass_loop.py                  the working tree
+  scripts/sass_loop.py --base HEAD~1    the working tree and a git revision
+
+Needs nvcc and nvdisasm (the CUDA toolkit's, or NVDISASM=path; `pip download
+nvidia-cuda-nvdisasm` has one). Host only: no GPU.
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE = "src/verify/verify_paged_sm90a.cu"
+OPS = ["HGMMA", "IMAD", "IADD3", "LEA", "MOV", "FMUL", "FFMA", "MUFU", "LDS", "STS", "LDGSTS", "BAR", "BRA"]
+
+
+def tool(name: str, env: str) -> str:
+    path = os.environ.get(env) or shutil.which(name)
+    if not path:
+        sys.exit(f"sass_loop: {name} not found (set {env})")
+    return path
+
+
+def compile_tree(tree: str, work: str) -> tuple:
+    cubin = os.path.join(work, "k.cubin")
+    cmd = [tool("nvcc", "NVCC"), "-std=c++17", "-O3", "-arch=sm_90a", "-DKDTREE_SM90A=1",
+           f"-I{tree}/include", f"-I{tree}/src", "-cubin", "-o", cubin, f"{tree}/{SOURCE}", "-Xptxas", "-v"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"sass_loop: nvcc failed on {tree}:\n{done.stderr}")
+    registers = re.findall(r"Used (\d+) registers", done.stderr)
+    sass = subprocess.run([tool("nvdisasm", "NVDISASM"), "-c", cubin], capture_output=True, text=True, check=True)
+    return registers, sass.stdout
+
+
+def kernels(sass: str) -> dict:
+    """Opcode lists per function (predicates dropped)."""
+    out, current = {}, None
+    for line in sass.splitlines():
+        m = re.match(r"\s*\.text\.(\S+):", line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+            continue
+        text = re.sub(r"/\*[0-9a-f]*\*/", "", line).strip()
+        if current is None or not text or text.startswith((".", "/")) or text.endswith(":"):
+            continue
+        text = re.sub(r"^@!?U?P\w+\s+", "", text)
+        out[current].append(text.split()[0])
+    return out
+
+
+def report(label: str, tree: str) -> None:
+    with tempfile.TemporaryDirectory() as work:
+        registers, sass = compile_tree(tree, work)
+    for (name, ops), regs in zip(sorted(kernels(sass).items()), registers or ["?"] * 8):
+        dtype = "bf16" if "bfloat16" in name else "f16" if "half" in name else name[-30:]
+        first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
+        last = max((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x256")), default=None)
+        if first is None or last is None:
+            print(f"{label} {dtype}: no tile loop found")
+            continue
+        mix = collections.Counter(op.split(".")[0] for op in ops[first:last + 1])
+        print(f"{label:10s} {dtype:4s} registers {regs:>3s}  instructions {len(ops):5d}  loop span {last - first:5d}  " +
+              " ".join(f"{op} {mix[op]}" for op in OPS))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", help="a git revision to compare against (built from `git archive`)")
+    args = ap.parse_args()
+    if args.base:
+        with tempfile.TemporaryDirectory() as base:
+            archive = subprocess.run(["git", "-C", ROOT, "archive", args.base], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
+            report(args.base[:10], base)
+    report("tree", ROOT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
