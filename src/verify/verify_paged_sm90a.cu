@@ -39,6 +39,7 @@
 #include "verify/verify_paged_sm90a.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 namespace kdtree::verify {
 namespace {
@@ -376,26 +377,24 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
     }
-    // The row weights (P times ones) by warpgroup 0 alone; each branch is
-    // uniform over its warpgroup, so no wgmma runs divergent.
-    if (wg == 0) {
+    // The row weights (P times ones) by warpgroup 0 alone. Each warpgroup
+    // runs its own copy, fence to wait, so no wgmma sits under a branch
+    // (ptxas serializes those, C7515).
+    const auto p_times_v = [&](auto row_weights) {
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
         const uint64_t pd = p_desc + ((ks * 32) >> 4);
         wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        if constexpr (decltype(row_weights)::value) wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
       }
       wgmma_commit();
       wgmma_wait<0>();
+    };
+    if (wg == 0) {
+      p_times_v(std::true_type{});
     } else {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) {
-        wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
+      p_times_v(std::false_type{});
     }
   }
 
