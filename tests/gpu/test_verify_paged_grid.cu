@@ -126,6 +126,17 @@ int main() {
     s.max_q_len = 64;
     check_case(report, s, some_splits(rng), rng);
   }
+  // A partial last tile of 16, 1 and 17 keys (2064, 1025, 1041 keys): the
+  // sm_90a kernel runs a last tile of <= 16 keys as its own copy (QK m64n16,
+  // one P V k-step), and the split plan puts it in the last split.
+  {
+    PagedSpec s;
+    s.q_lens = {16, 1, 17};
+    s.prefixes = {2048, 1024, 1024};
+    s.num_heads = 16;
+    s.mask_kind = KDTREE_MASK_TREE_DENSE;
+    check_case(report, s, {0, 1, 4, 5, 64}, rng);
+  }
   // Long prefixes: few cases, few heads (the host reference is the cost).
   {
     PagedSpec s;  // S1-like: one 128k-token EAGLE tree
