@@ -201,16 +201,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
   __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
 
-  // Q, and the slot ids of tiles 0 and 1, waited for here once; then tile
-  // 0's rows.
-  blk.load_q();
+  // The slot ids of tiles 0 and 1 (their own cp.async group), then Q; only
+  // the ids are waited for before tile 0's rows are issued, so Q's load
+  // overlaps the rows' (the landed wait of tile 0 covers both).
   if (wg == 1) {
     if (num_tiles > 0) blk.stage_slots(tile_key(0), 0, gtid);
     if (num_tiles > 1) blk.stage_slots(tile_key(1), 1, gtid);
   }
   cp_async_commit();
-  cp_async_wait<0>();
-  fence_proxy_async_smem();
+  blk.load_q();
+  cp_async_commit();
+  cp_async_wait<1>();
   __syncthreads();
   if (wg == 1 && num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
   cp_async_commit();
