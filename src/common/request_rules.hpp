@@ -13,22 +13,41 @@
 
 namespace kdtree {
 
-// Request b's qo / kv ranges are usable: non-decreasing, starting at >= 0,
-// q_len <= max_q_len, rows below total_q, and kv range inside kv_indices
-// (kv_indptr[B] entries). Params: kdtree_verify_paged_params or the kernels'
-// device view of it.
-template <class Params>
-KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, int64_t b) {
-  const int64_t q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
-  const int64_t k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
-  return q0 >= 0 && q1 >= q0 && q1 - q0 <= p.max_q_len && q1 <= p.total_q && k0 >= 0 && k1 >= k0 &&
-         k1 <= p.kv_indptr[p.batch_size];
-}
-
 // Whether mask kind `mask_kind` reads mask bytes (NONE and CAUSAL do not).
 KDTREE_HOST_DEVICE constexpr bool mask_reads_bytes(int32_t mask_kind) {
   return mask_kind == KDTREE_MASK_TREE_DENSE || mask_kind == KDTREE_MASK_TREE_BITS ||
          mask_kind == KDTREE_MASK_SGLANG_FULL;
+}
+
+// The index entries request b's rules read: qo_indptr[b], [b + 1];
+// kv_indptr[b], [b + 1], [B]; mask_indptr[b], [B] (0 for the kinds that read
+// no mask bytes). Loaded together, so the split kernels' prologue pays one
+// memory round trip for them, not one per rule. Params:
+// kdtree_verify_paged_params or the kernels' device view of it.
+struct RequestIndptr {
+  int64_t q0, q1, k0, k1, kv_total, mask_begin, mask_total;
+};
+template <class Params>
+KDTREE_HOST_DEVICE RequestIndptr request_indptr(const Params& p, int64_t b) {
+  const bool masked = mask_reads_bytes(p.mask_kind);
+  return {p.qo_indptr[b],         p.qo_indptr[b + 1],
+          p.kv_indptr[b],         p.kv_indptr[b + 1],
+          p.kv_indptr[p.batch_size], masked ? int64_t{p.mask_indptr[b]} : 0,
+          masked ? int64_t{p.mask_indptr[p.batch_size]} : 0};
+}
+
+// Request b's qo / kv ranges are usable: non-decreasing, starting at >= 0,
+// q_len <= max_q_len, rows below total_q, and kv range inside kv_indices
+// (kv_indptr[B] entries).
+template <class Params>
+KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, const RequestIndptr& r) {
+  // & rather than &&: no test waits behind another's branch for its load.
+  return (r.q0 >= 0) & (r.q1 >= r.q0) & (r.q1 - r.q0 <= p.max_q_len) & (r.q1 <= p.total_q) & (r.k0 >= 0) &
+         (r.k1 >= r.k0) & (r.k1 <= r.kv_total);
+}
+template <class Params>
+KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, int64_t b) {
+  return request_ranges_ok(p, request_indptr(p, b));
 }
 
 // For the kinds that read bytes: the byte that holds local query row i's
@@ -95,11 +114,14 @@ KDTREE_HOST_DEVICE int64_t request_mask_bytes(int32_t mask_kind, int64_t row_byt
 // Whether request b's mask bytes lie inside the mask array, whose extent is
 // mask_indptr[B] bytes: an offset outside it is never read (BAD_INDPTR).
 template <class Params>
-KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, int64_t b, int64_t prefix, int64_t q_len) {
+KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, const RequestIndptr& r, int64_t prefix,
+                                               int64_t q_len) {
   const int64_t bytes = request_mask_bytes(p.mask_kind, p.mask_row_bytes, prefix, q_len);
-  if (bytes == 0) return true;
-  const int64_t begin = p.mask_indptr[b];
-  return begin >= 0 && begin <= p.mask_indptr[p.batch_size] - bytes;
+  return bytes == 0 || (r.mask_begin >= 0 && r.mask_begin <= r.mask_total - bytes);
+}
+template <class Params>
+KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, int64_t b, int64_t prefix, int64_t q_len) {
+  return request_mask_in_bounds(p, request_indptr(p, b), prefix, q_len);
 }
 
 // Request b's mask bytes (mask + mask_indptr[b]); NULL for the kinds that read

@@ -86,13 +86,12 @@ __device__ __forceinline__ void raise_flag(int32_t* flag, int32_t bit) {
 // `report` selects the one thread that raises flags for this request.
 __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool report) {
   Request r;
-  const int32_t q0 = a.qo_indptr[b], q1 = a.qo_indptr[b + 1];
-  const int32_t k0 = a.kv_indptr[b], k1 = a.kv_indptr[b + 1];
-  r.q_start = q0;
-  r.q_len = q1 - q0;
-  r.kv_start = k0;
-  const int64_t kv_len = static_cast<int64_t>(k1) - k0;
-  r.valid = request_ranges_ok(a, b);
+  const RequestIndptr ix = request_indptr(a, b);  // every entry in flight at once
+  r.q_start = static_cast<int32_t>(ix.q0);
+  r.q_len = static_cast<int32_t>(ix.q1 - ix.q0);
+  r.kv_start = ix.k0;
+  const int64_t kv_len = ix.k1 - ix.k0;
+  r.valid = request_ranges_ok(a, ix);
   if (!r.valid) {
     if (report) raise_flag(a.error_flag, KDTREE_FLAG_BAD_INDPTR);
     r.q_len = 0;
@@ -110,7 +109,7 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
     r.num_keys = kv_len;
   }
   // The mask's extent is checked once here, so the tile loop reads it unchecked.
-  if (r.num_keys > r.prefix && !request_mask_in_bounds(a, b, r.prefix, r.q_len)) {
+  if (r.num_keys > r.prefix && !request_mask_in_bounds(a, ix, r.prefix, r.q_len)) {
     if (report) raise_flag(a.error_flag, KDTREE_FLAG_BAD_INDPTR);
     r.valid = false;
     r.q_len = 0;
