@@ -30,9 +30,12 @@ struct RequestIndptr {
 template <class Params>
 KDTREE_HOST_DEVICE RequestIndptr request_indptr(const Params& p, int64_t b) {
   const bool masked = mask_reads_bytes(p.mask_kind);
-  return {p.qo_indptr[b],         p.qo_indptr[b + 1],
-          p.kv_indptr[b],         p.kv_indptr[b + 1],
-          p.kv_indptr[p.batch_size], masked ? int64_t{p.mask_indptr[b]} : 0,
+  return {p.qo_indptr[b],
+          p.qo_indptr[b + 1],
+          p.kv_indptr[b],
+          p.kv_indptr[b + 1],
+          p.kv_indptr[p.batch_size],
+          masked ? int64_t{p.mask_indptr[b]} : 0,
           masked ? int64_t{p.mask_indptr[p.batch_size]} : 0};
 }
 

@@ -399,6 +399,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     }
   }
 
+  // A split with no tile never waited for its Q load: nothing is left in
+  // flight into shared memory when the block exits.
+  if (num_tiles == 0) cp_async_wait<0>();
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
 

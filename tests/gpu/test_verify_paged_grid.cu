@@ -126,9 +126,9 @@ int main() {
     s.max_q_len = 64;
     check_case(report, s, some_splits(rng), rng);
   }
-  // A partial last tile of 16, 1 and 17 keys (2064, 1025, 1041 keys): the
-  // sm_90a kernel runs a last tile of <= 16 keys as its own copy (QK m64n16,
-  // one P V k-step), and the split plan puts it in the last split.
+  // Partial last tiles of 16, 1 and 17 keys (2064, 1025, 1041 keys; S8's
+  // request is the first), with split counts that leave the last split
+  // shorter than the others (4, 5) or some splits empty (64).
   {
     PagedSpec s;
     s.q_lens = {16, 1, 17};
