@@ -21,8 +21,8 @@ KDTREE_HOST_DEVICE constexpr bool mask_reads_bytes(int32_t mask_kind) {
 
 // The index entries request b's rules read: qo_indptr[b], [b + 1];
 // kv_indptr[b], [b + 1], [B]; mask_indptr[b], [B] (0 for the kinds that read
-// no mask bytes). Loaded together, so the split kernels' prologue pays one
-// memory round trip for them, not one per rule. Params:
+// no mask bytes). Loaded once, together, before any rule reads them: the
+// split kernels' prologue pays one memory round trip for them. Params:
 // kdtree_verify_paged_params or the kernels' device view of it.
 struct RequestIndptr {
   int64_t q0, q1, k0, k1, kv_total, mask_begin, mask_total;
@@ -47,10 +47,6 @@ KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, const RequestIndptr& 
   // & rather than &&: no test waits behind another's branch for its load.
   return (r.q0 >= 0) & (r.q1 >= r.q0) & (r.q1 - r.q0 <= p.max_q_len) & (r.q1 <= p.total_q) & (r.k0 >= 0) &
          (r.k1 >= r.k0) & (r.k1 <= r.kv_total);
-}
-template <class Params>
-KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, int64_t b) {
-  return request_ranges_ok(p, request_indptr(p, b));
 }
 
 // For the kinds that read bytes: the byte that holds local query row i's
@@ -121,10 +117,6 @@ KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, const RequestInd
                                                int64_t q_len) {
   const int64_t bytes = request_mask_bytes(p.mask_kind, p.mask_row_bytes, prefix, q_len);
   return bytes == 0 || (r.mask_begin >= 0 && r.mask_begin <= r.mask_total - bytes);
-}
-template <class Params>
-KDTREE_HOST_DEVICE bool request_mask_in_bounds(const Params& p, int64_t b, int64_t prefix, int64_t q_len) {
-  return request_mask_in_bounds(p, request_indptr(p, b), prefix, q_len);
 }
 
 // Request b's mask bytes (mask + mask_indptr[b]); NULL for the kinds that read

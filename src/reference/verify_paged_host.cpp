@@ -169,18 +169,17 @@ void attend_request(const kdtree_verify_paged_params& p, int64_t b, const Reques
 void verify_paged_host(const kdtree_verify_paged_params& p) {
   int32_t flags = 0;
   for (int64_t b = 0; b < p.batch_size; ++b) {
-    if (!request_ranges_ok(p, b)) {
+    const RequestIndptr ix = request_indptr(p, b);
+    if (!request_ranges_ok(p, ix)) {
       flags |= KDTREE_FLAG_BAD_INDPTR;
       continue;
     }
-    const int64_t qo_begin = p.qo_indptr[b], qo_end = p.qo_indptr[b + 1];
-    const int64_t kv_begin = p.kv_indptr[b], kv_end = p.kv_indptr[b + 1];
     Request r;
-    r.qo_begin = qo_begin;
-    r.q_len = int32_t(qo_end - qo_begin);
-    r.kv_begin = kv_begin;
+    r.qo_begin = ix.q0;
+    r.q_len = int32_t(ix.q1 - ix.q0);
+    r.kv_begin = ix.k0;
     if (r.q_len == 0) continue;
-    int64_t kv_len = kv_end - kv_begin;
+    int64_t kv_len = ix.k1 - ix.k0;
     if (p.tail_source == KDTREE_TAIL_FROM_INDICES) {
       if (kv_len < r.q_len) {
         flags |= KDTREE_FLAG_KV_SHORTER_THAN_Q;
@@ -191,7 +190,7 @@ void verify_paged_host(const kdtree_verify_paged_params& p) {
     } else {
       r.prefix = kv_len;
     }
-    if (!request_mask_in_bounds(p, b, r.prefix, r.q_len)) {
+    if (!request_mask_in_bounds(p, ix, r.prefix, r.q_len)) {
       flags |= KDTREE_FLAG_BAD_INDPTR;
       continue;
     }

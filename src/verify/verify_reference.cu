@@ -67,12 +67,12 @@ __device__ int64_t load_index(const void* indices, int64_t position, int32_t ind
 }
 
 __device__ bool request_is_bad(const kdtree_verify_paged_params& p, int64_t b) {
-  if (!request_ranges_ok(p, b)) return true;
-  const int64_t q_len = p.qo_indptr[b + 1] - p.qo_indptr[b];
-  const int64_t kv_len = p.kv_indptr[b + 1] - p.kv_indptr[b];
+  const RequestIndptr ix = request_indptr(p, b);
+  if (!request_ranges_ok(p, ix)) return true;
+  const int64_t q_len = ix.q1 - ix.q0, kv_len = ix.k1 - ix.k0;
   if (p.tail_source == KDTREE_TAIL_FROM_INDICES && kv_len < q_len) return false;  // mask never read
   const int64_t prefix = p.tail_source == KDTREE_TAIL_FROM_INDICES ? kv_len - q_len : kv_len;
-  return !request_mask_in_bounds(p, b, prefix, q_len);
+  return !request_mask_in_bounds(p, ix, prefix, q_len);
 }
 
 // The request whose rows contain t: the last b with qo_indptr[b] <= t, or -1.
