@@ -49,6 +49,17 @@ KDTREE_HOST_DEVICE bool request_ranges_ok(const Params& p, const RequestIndptr& 
          (r.k1 >= r.k0) & (r.k1 <= r.kv_total);
 }
 
+// A request's tail (SPEC section 2): with TAIL_FROM_EXTEND its q_len tail
+// keys follow its kv_len prefix keys; with TAIL_FROM_INDICES they are the last
+// q_len of its kv_len keys, which must then number at least q_len (else
+// KV_SHORTER_THAN_Q: its rows get out 0, lse -inf, and no mask byte is read).
+KDTREE_HOST_DEVICE constexpr bool request_tail_fits(int32_t tail_source, int64_t kv_len, int64_t q_len) {
+  return tail_source != KDTREE_TAIL_FROM_INDICES || kv_len >= q_len;
+}
+KDTREE_HOST_DEVICE constexpr int64_t request_prefix(int32_t tail_source, int64_t kv_len, int64_t q_len) {
+  return tail_source == KDTREE_TAIL_FROM_INDICES ? kv_len - q_len : kv_len;
+}
+
 // For the kinds that read bytes: the byte that holds local query row i's
 // entry for tail key j lies at tail_mask_row_offset(i) +
 // tail_mask_column(j) in the request's mask bytes, and

@@ -180,16 +180,12 @@ void verify_paged_host(const kdtree_verify_paged_params& p) {
     r.kv_begin = ix.k0;
     if (r.q_len == 0) continue;
     int64_t kv_len = ix.k1 - ix.k0;
-    if (p.tail_source == KDTREE_TAIL_FROM_INDICES) {
-      if (kv_len < r.q_len) {
-        flags |= KDTREE_FLAG_KV_SHORTER_THAN_Q;
-        write_empty_rows(p, r);
-        continue;
-      }
-      r.prefix = kv_len - r.q_len;
-    } else {
-      r.prefix = kv_len;
+    if (!request_tail_fits(p.tail_source, kv_len, r.q_len)) {
+      flags |= KDTREE_FLAG_KV_SHORTER_THAN_Q;
+      write_empty_rows(p, r);
+      continue;
     }
+    r.prefix = request_prefix(p.tail_source, kv_len, r.q_len);
     if (!request_mask_in_bounds(p, ix, r.prefix, r.q_len)) {
       flags |= KDTREE_FLAG_BAD_INDPTR;
       continue;

@@ -98,6 +98,8 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
     r.prefix = r.num_keys = 0;
     return r;
   }
+  // request_tail_fits and request_prefix, written out: the same values, and
+  // the measured prologue's code (their form changes its SASS, unmeasured).
   if (a.tail_source == KDTREE_TAIL_FROM_EXTEND) {
     r.prefix = kv_len;
     r.num_keys = kv_len + r.q_len;

@@ -70,9 +70,8 @@ __device__ bool request_is_bad(const kdtree_verify_paged_params& p, int64_t b) {
   const RequestIndptr ix = request_indptr(p, b);
   if (!request_ranges_ok(p, ix)) return true;
   const int64_t q_len = ix.q1 - ix.q0, kv_len = ix.k1 - ix.k0;
-  if (p.tail_source == KDTREE_TAIL_FROM_INDICES && kv_len < q_len) return false;  // mask never read
-  const int64_t prefix = p.tail_source == KDTREE_TAIL_FROM_INDICES ? kv_len - q_len : kv_len;
-  return !request_mask_in_bounds(p, ix, prefix, q_len);
+  if (!request_tail_fits(p.tail_source, kv_len, q_len)) return false;  // mask never read
+  return !request_mask_in_bounds(p, ix, request_prefix(p.tail_source, kv_len, q_len), q_len);
 }
 
 // The request whose rows contain t: the last b with qo_indptr[b] <= t, or -1.
