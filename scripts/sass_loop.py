@@ -12,6 +12,10 @@ loop until the device says otherwise.
 
   scripts/sass_loop.py                  the working tree
   scripts/sass_loop.py --base HEAD~1    the working tree and a git revision
+  scripts/sass_loop.py --base HEAD --same [--source src/defrag/copy.cu]
+      whether every kernel of the file compiles to the same instructions in
+      both (symbol names aside): the check behind "SASS identical" in a
+      refactor's commit message
 
 Needs nvcc and nvdisasm (the CUDA toolkit's, or NVDISASM=path; `pip download
 nvidia-cuda-nvdisasm` has one). Host only: no GPU.
@@ -37,10 +41,10 @@ def tool(name: str, env: str) -> str:
     return path
 
 
-def compile_tree(tree: str, work: str) -> tuple:
+def compile_tree(tree: str, work: str, source: str = SOURCE) -> tuple:
     cubin = os.path.join(work, "k.cubin")
     cmd = [tool("nvcc", "NVCC"), "-std=c++17", "-O3", "-arch=sm_90a", "-DKDTREE_SM90A=1",
-           f"-I{tree}/include", f"-I{tree}/src", "-cubin", "-o", cubin, f"{tree}/{SOURCE}", "-Xptxas", "-v"]
+           f"-I{tree}/include", f"-I{tree}/src", "-cubin", "-o", cubin, f"{tree}/{source}", "-Xptxas", "-v"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"sass_loop: nvcc failed on {tree}:\n{done.stderr}")
@@ -49,8 +53,9 @@ def compile_tree(tree: str, work: str) -> tuple:
     return registers, sass.stdout
 
 
-def kernels(sass: str) -> dict:
-    """Opcode lists per function (predicates dropped)."""
+def instructions(sass: str) -> dict:
+    """Instruction texts per function, without addresses, comments and symbol
+    operands (`(name): a call or return target's mangled name)."""
     out, current = {}, None
     for line in sass.splitlines():
         m = re.match(r"\s*\.text\.(\S+):", line)
@@ -58,12 +63,36 @@ def kernels(sass: str) -> dict:
             current = m.group(1)
             out[current] = []
             continue
-        text = re.sub(r"/\*[0-9a-f]*\*/", "", line).strip()
+        text = re.sub(r"`\([^)]*\)", "", re.sub(r"/\*[0-9a-f]*\*/", "", line).split(";")[0]).strip()
         if current is None or not text or text.startswith((".", "/")) or text.endswith(":"):
             continue
-        text = re.sub(r"^@!?U?P\w+\s+", "", text)
-        out[current].append(text.split()[0])
+        out[current].append(text)
     return out
+
+
+def kernels(sass: str) -> dict:
+    """Opcode lists per function (predicates dropped)."""
+    return {name: [re.sub(r"^@!?U?P\w+\s+", "", text).split()[0] for text in texts]
+            for name, texts in instructions(sass).items()}
+
+
+def same(base: str, tree: str, source: str) -> int:
+    """Compares every function's instructions; functions pair up in name
+    order (an anonymous namespace's mangled name differs per tree)."""
+    with tempfile.TemporaryDirectory() as work:
+        _, old = compile_tree(base, work, source)
+        _, new = compile_tree(tree, work, source)
+    old_fns, new_fns = sorted(instructions(old).items()), sorted(instructions(new).items())
+    if len(old_fns) != len(new_fns):
+        print(f"{source}: {len(old_fns)} functions in the base, {len(new_fns)} in the tree")
+        return 1
+    differ = 0
+    for (name, a), (_, b) in zip(old_fns, new_fns):
+        changed = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+        differ += changed > 0
+        print(f"{'identical' if changed == 0 else f'{changed} lines differ':>18s}  {len(b):6d} instructions  "
+              f"{name[-60:]}")
+    return 1 if differ else 0
 
 
 def report(label: str, tree: str) -> None:
@@ -84,11 +113,18 @@ def report(label: str, tree: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", help="a git revision to compare against (built from `git archive`)")
+    ap.add_argument("--same", action="store_true", help="with --base: whole-file instruction identity "
+                    "(exit 1 when any function differs)")
+    ap.add_argument("--source", default=SOURCE, help=f"with --same: the .cu file to compile (default {SOURCE})")
     args = ap.parse_args()
+    if args.same and not args.base:
+        ap.error("--same needs --base")
     if args.base:
         with tempfile.TemporaryDirectory() as base:
             archive = subprocess.run(["git", "-C", ROOT, "archive", args.base], capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
+            if args.same:
+                return same(base, ROOT, args.source)
             report(args.base[:10], base)
     report("tree", ROOT)
     return 0

@@ -179,7 +179,7 @@ void verify_paged_host(const kdtree_verify_paged_params& p) {
     r.q_len = int32_t(ix.q1 - ix.q0);
     r.kv_begin = ix.k0;
     if (r.q_len == 0) continue;
-    int64_t kv_len = ix.k1 - ix.k0;
+    const int64_t kv_len = ix.k1 - ix.k0;
     if (!request_tail_fits(p.tail_source, kv_len, r.q_len)) {
       flags |= KDTREE_FLAG_KV_SHORTER_THAN_Q;
       write_empty_rows(p, r);
