@@ -14,6 +14,10 @@
 #   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
 #                     its gpu tests (the portable mma.sync verify path on the H200);
 #                     bench.py times it beside build-gpu (--compare-lib portable=...)
+#   SCHEDULE_CHECK=1  also build build-gpu-pingpong and build-gpu-single with
+#                     -DKDTREE_SM90A_SCHEDULE=PINGPONG / SINGLE (each sm_90a verify
+#                     kernel on every shape) and run their gpu tests; the
+#                     sanitizer then also runs over build-gpu-pingpong's verify tests
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
 #   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
 #   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
@@ -133,9 +137,15 @@ extra_config_gpu_tests() {  # <build dir> <what it forces> <cmake args...>
   fi
 }
 
-sm120_result="" portable_result=""
+sm120_result="" portable_result="" pingpong_result="" single_result=""
 if [ "${SM120_CONFIG:-0}" = 1 ]; then
   sm120_result=$(extra_config_gpu_tests build-gpu-sm120cfg "sm120 config forced" -DKDTREE_FORCE_SM120_CONFIG=ON)
+fi
+if [ "${SCHEDULE_CHECK:-0}" = 1 ]; then
+  pingpong_result=$(extra_config_gpu_tests build-gpu-pingpong "sm_90a ping-pong kernel forced" \
+                    -DKDTREE_SM90A_SCHEDULE=PINGPONG)
+  single_result=$(extra_config_gpu_tests build-gpu-single "sm_90a single-warpgroup kernel forced" \
+                  -DKDTREE_SM90A_SCHEDULE=SINGLE)
 fi
 if [ "${PORTABLE_CHECK:-0}" = 1 ]; then
   portable_result=$(extra_config_gpu_tests build-gpu-portable "portable mma.sync path, KDTREE_SM90A=OFF" \
@@ -164,13 +174,15 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   tools=(memcheck)
   [ "${FULL_SANITIZE:-0}" = 1 ] && tools+=(racecheck initcheck synccheck)
   exes=()
-  for exe in build-gpu/tests/gpu_test_*; do
+  sanitize_exes=(build-gpu/tests/gpu_test_*)
+  [ "${SCHEDULE_CHECK:-0}" = 1 ] && sanitize_exes+=(build-gpu-pingpong/tests/gpu_test_verify*)
+  for exe in "${sanitize_exes[@]}"; do
     [ -x "$exe" ] || continue
     if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
     exes+=("$exe")
   done
   raw_dir=$(mktemp -d "$OUT/sanitizer.XXXXXX")
-  raw_log() { echo "$raw_dir/$1.$(basename "$2")"; }  # <tool> <executable>
+  raw_log() { echo "$raw_dir/$1.${2//\//_}"; }  # <tool> <executable path>
 
   # racecheck's jobs are the longest: they start first, not last.
   launch_order=()
@@ -244,6 +256,8 @@ fi
   [ -n "$cpu_result" ] && echo "$cpu_result"
   [ -n "$sm120_result" ] && echo "$sm120_result"
   [ -n "$portable_result" ] && echo "$portable_result"
+  [ -n "$pingpong_result" ] && echo "$pingpong_result"
+  [ -n "$single_result" ] && echo "$single_result"
   [ -n "$python_result" ] && echo "$python_result"
   echo "$sglang_note"
   for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done

@@ -22,12 +22,24 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// The same, and L2 fetches the whole 256-byte block around `src` (the
+// neighbouring chunks of a row that other threads copy next).
+__device__ __forceinline__ void cp_async_16_l2_256(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 // kBytes-byte (4 or 8) global -> shared copy through L1; src_bytes 0 writes
 // zeros without reading, fewer than kBytes zero-fill the rest.
 template <int kBytes>
 __device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src, int src_bytes) {
   static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
+}
+// Brings `bytes` (a multiple of 16, from a 16-byte aligned address) into L2
+// with the bulk-copy engine (sm_90+); nothing waits for it.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -40,6 +52,11 @@ __device__ __forceinline__ void cp_async_wait() {
 template <int kId, int kThreads>
 __device__ __forceinline__ void named_barrier_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+// Arrives at barrier kId without waiting (the other kThreads - arrivals sync).
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -97,6 +114,18 @@ template <>
 __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// One packed pair of T -> two floats (exact).
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t pair);
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t pair) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pair));
+}
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t pair) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
 
 }  // namespace kdtree

@@ -60,6 +60,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
+#include "common/mbarrier.cuh"
 #include "defrag/defrag_launch.hpp"
 
 #ifndef KDTREE_DEFRAG_ROWS
@@ -365,16 +366,6 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ void barrier_init(uint32_t barrier) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier) : "memory");
-}
-
-// Makes the initialised barriers visible to the bulk-copy engine.
-__device__ __forceinline__ void barrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
 // `bytes` from global `from` into shared `to`; completes the barrier's phase.
 __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_t bytes,
                                           uint32_t barrier) {
@@ -384,21 +375,6 @@ __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
       "l"(from), "r"(bytes), "r"(barrier)
       : "memory");
-}
-
-__device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
-  uint32_t landed = 0;
-  while (!landed) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(landed)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  }
 }
 
 // `bytes` from shared `from` to global `to`, as one bulk group (L2 lines
@@ -513,8 +489,8 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
   char** destinations = reinterpret_cast<char**>(barriers + kTmaStages);
   uint32_t* sizes = reinterpret_cast<uint32_t*>(destinations + kTmaStages);
   char* data = pipe_smem + kTmaMetaBytes;
-  for (int s = 0; s < kTmaStages; ++s) barrier_init(shared_address(barriers + s));
-  barrier_init_fence();
+  for (int s = 0; s < kTmaStages; ++s) mbarrier_init(shared_address(barriers + s), 1);
+  mbarrier_init_fence();  // visible to the bulk-copy engine
 
   ItemCursor<Index> items(a, count, begin, end);
   uint32_t issued = 0, stored = 0;
@@ -535,7 +511,7 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
 #pragma unroll 1
   while (stored < issued) {
     const int stage = static_cast<int>(stored % kTmaStages);
-    barrier_wait(shared_address(barriers + stage), (stored / kTmaStages) & 1);
+    mbarrier_wait(shared_address(barriers + stage), (stored / kTmaStages) & 1);
     bulk_store(destinations[stage], shared_address(data + stage * a.stage_bytes), sizes[stage]);
     ++stored;
     // At most kTmaStages - 1 loads in flight: the refilled stage is the one

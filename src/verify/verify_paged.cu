@@ -80,6 +80,8 @@ void prepare_kernels(const DeviceInfo& dev, const char* fn) {
   if (use_sm90a(dev, false)) {
     prepare_sm90a<__nv_bfloat16>(dev.smem_optin, fn);
     prepare_sm90a<__half>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__nv_bfloat16>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__half>(dev.smem_optin, fn);
   } else {
     prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
     prepare_tiles<__half, false>(config, dev.smem_optin, fn);
@@ -130,7 +132,12 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
 
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
   if (use_sm90a(dev, fp8)) {
-    p.q_dtype == KDTREE_DTYPE_BF16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
+    const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
+    if (sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
+      bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
+    } else {
+      bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
+    }
   } else if (p.q_dtype == KDTREE_DTYPE_BF16) {
     fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);
   } else {

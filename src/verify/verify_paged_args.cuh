@@ -167,6 +167,36 @@ __device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request
   return id;
 }
 
+// key_slot_id for N keys at once, by predicated loads: no load sits under a
+// branch, whose join would wait for it, so all N are in flight together (one
+// round trip, not N). Id: uint64_t or uint32_t, as a.index_is_64 says.
+template <class Id, int N>
+__device__ __forceinline__ void key_slot_ids_as(const PagedArgs& a, const Request& req, int64_t key_end,
+                                                const int64_t (&kk)[N], int64_t (&id)[N]) {
+  static_assert(sizeof(Id) == 8 || sizeof(Id) == 4, "64- or 32-bit ids");
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    Id v = 0;
+    const Id* at = static_cast<const Id*>(a.kv_indices) + req.kv_start + kk[i];
+    const uint32_t reads = key_reads_slot_id(a, req, key_end, kk[i]);
+    if constexpr (sizeof(Id) == 8) {
+      asm("{\n.reg .pred p;\nsetp.ne.u32 p, %2, 0;\n@p ld.global.nc.u64 %0, [%1];\n}" : "+l"(v) : "l"(at), "r"(reads));
+    } else {
+      asm("{\n.reg .pred p;\nsetp.ne.u32 p, %2, 0;\n@p ld.global.nc.u32 %0, [%1];\n}" : "+r"(v) : "l"(at), "r"(reads));
+    }
+    id[i] = static_cast<int64_t>(v);  // an int32 id zero-extended, as key_slot_id
+  }
+}
+template <int N>
+__device__ __forceinline__ void key_slot_ids(const PagedArgs& a, const Request& req, int64_t key_end,
+                                             const int64_t (&kk)[N], int64_t (&id)[N]) {
+  if (a.index_is_64) {
+    key_slot_ids_as<uint64_t>(a, req, key_end, kk, id);
+  } else {
+    key_slot_ids_as<uint32_t>(a, req, key_end, kk, id);
+  }
+}
+
 // Address of request key `kk` (request key index) in the KV storage, given
 // its raw slot id (key_slot_id), or nullptr when it must not be read: at or past key_end,
 // or an out-of-range slot (*bad_slot set, flagged by the `report` thread).

@@ -1,5 +1,8 @@
 // Split-K tree-verify attention on Hopper (sm_90a): warpgroup MMA (wgmma),
-// one warpgroup for the scores and one for the gather.
+// one warpgroup for the scores and one for the gather. The launcher runs it
+// for splits shorter than kSm90aPingPongTiles tiles; longer ones go to
+// verify_paged_sm90a_pingpong.cu (two score warpgroups), whose tile loop is
+// faster and whose start is longer.
 //
 // Same grid, split plan, workspace and merge as the portable kernel
 // (verify_paged_kernel.cuh): block (m, s, b) takes query rows
@@ -37,6 +40,7 @@
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_sm90a.hpp"
+#include "verify/verify_paged_sm90a_tile.cuh"
 
 #include <cmath>
 #include <type_traits>
@@ -44,14 +48,8 @@
 namespace kdtree::verify {
 namespace {
 
-constexpr int kRows = kSm90aRows;
-constexpr int kKeys = kSm90aKeys;
-constexpr int kThreads = 256;               // two warpgroups
-[[maybe_unused]] constexpr int kGroup = 128;  // threads of a warpgroup (device code only)
-constexpr int kDimBlocks = kHeadDim / 64;   // 64-dim column blocks of a row (9)
-constexpr int kBlockBytes = kRows * 128;    // one column block of 64 rows
-static_assert(kKeys == kRows, "Q and KV tiles share the column-block geometry");
-constexpr int kTileBytes = kDimBlocks * kBlockBytes;  // Q or one KV stage (72 KB)
+using namespace sm90a;
+constexpr int kThreads = 2 * kGroup;  // two warpgroups
 
 constexpr size_t kOffQ = 0;
 constexpr size_t kOffKv = kOffQ + kTileBytes;          // [2] stages
@@ -62,9 +60,8 @@ constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8: flagged s
 constexpr size_t kOffBadWarp = kOffBadKey + 2 * kKeys;  // [2][4] u8: any flagged slot per gather warp
 constexpr size_t kOffSlots = kOffBadWarp + 16;          // [2][64] i64: slot ids a tile ahead
 constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
-// The dynamic shared memory base is aligned up to 1024 B (the swizzle atom).
-constexpr size_t kSmemBytes = kLayoutBytes + 1024;
-static_assert(kSmemBytes <= 232448, "sm_90 opt-in shared memory");
+constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
+static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
 
 template <class T>
 struct Sm90aBlock {
@@ -74,19 +71,6 @@ struct Sm90aBlock {
   int rows, row0;
   int64_t key_begin, key_end;
 
-  // 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
-  // arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
-  // nothing next to the row's maximum term 1.
-  __device__ static float exp2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-  }
-
-  // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a Q / KV tile.
-  __device__ static uint32_t chunk_offset(int row, int chunk) {
-    return static_cast<uint32_t>((chunk >> 3) * kBlockBytes + row * 128 + (((chunk ^ row) & 7) << 4));
-  }
   // Ones: a 16 x 8 B operand needs no layout, every element being 1.
   __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
 
@@ -94,23 +78,6 @@ struct Sm90aBlock {
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
   __device__ uint32_t* bad_warps(int stage) const { return reinterpret_cast<uint32_t*>(smem + kOffBadWarp) + stage; }
   __device__ float* red() const { return reinterpret_cast<float*>(smem + kOffRed); }
-
-  // Q rows of the block (all 256 threads); rows past the request are zero.
-  __device__ void load_q() const {
-    const int lane8 = threadIdx.x % 8;
-#pragma unroll
-    for (int pass = 0; pass < kRows / (kThreads / 8); ++pass) {
-      const int r_local = pass * (kThreads / 8) + threadIdx.x / 8;
-      const int r = row0 + r_local;
-      bool ok;
-      const T* src = q_row<T>(a, req, rows, r, &ok);
-#pragma unroll
-      for (int u = 0; u < kDimBlocks; ++u) {
-        const int c = lane8 + 8 * u;
-        cp_async_16(base() + kOffQ + chunk_offset(r_local, c), ok ? src + c * 8 : src, ok ? 16 : 0);
-      }
-    }
-  }
 
   __device__ const int64_t* slots(int stage) const {
     return reinterpret_cast<const int64_t*>(smem + kOffSlots) + stage * kKeys;
@@ -209,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (num_tiles > 1) blk.stage_slots(tile_key(1), 1, gtid);
   }
   cp_async_commit();
-  blk.load_q();
+  load_q_tile<T, kThreads>(a, req, blk.rows, blk.row0, base + kOffQ);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -252,38 +219,16 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       cp_async_commit();
     } else {
       // The visible keys of this thread's 32 scores, on tiles that need a
-      // mask, found before the scores. Visibility depends on the row's token,
-      // not its head, so each warp finds it per token of its 16 rows (one or
-      // two tokens when H >= 8): lane L tests keys L and L + 32, both mask
-      // bytes in flight at once, and two ballots make the token's 64-key word.
+      // mask, found before the scores.
       const bool any_bad = *blk.bad_warps(stage) != 0;
       const bool needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
       uint32_t visible = ~0u;
       if (needs_mask) {
-        const auto key_word = [&](int token) {
-          const TailMaskRow mask_row(a, req, tail_mask, token);
-          uint32_t word[2];
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            const int key_local = lane + 32 * u;
-            const uint8_t byte = mask_row.byte(a, req, blk.key_end, k0 + key_local);
-            const bool bad = any_bad && blk.bad_key(stage)[key_local];
-            word[u] = __ballot_sync(0xffffffffu, key_visible(a, req, blk.key_end, k0 + key_local, token, bad, byte));
-          }
-          return static_cast<uint64_t>(word[1]) << 32 | word[0];
-        };
         const int token[2] = {row_token(0), row_token(1)};
         uint64_t row_keys[2];
-        row_keys[0] = row_keys[1] = key_word(-1);  // padding rows: every unflagged key of the split
         const int warp_r0 = blk.row0 + warp_row0, warp_r1 = min(warp_r0 + 16, blk.rows) - 1;
-        if (warp_r0 <= warp_r1) {
-#pragma unroll 2
-          for (int t = warp_r0 / a.num_heads; t <= warp_r1 / a.num_heads; ++t) {  // warp-uniform
-            const uint64_t word = key_word(t);
-            if (token[0] == t) row_keys[0] = word;
-            if (token[1] == t) row_keys[1] = word;
-          }
-        }
+        row_key_words(a, req, tail_mask, blk.key_end, k0, blk.bad_key(stage), any_bad, warp_r0, warp_r1, token,
+                      row_keys);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
           const int key_local = (i / 4) * 8 + 2 * c + (i & 1);
@@ -328,41 +273,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + g + 8 * half;
-        float mx = kNegInf;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        mx *= scale;
+        const float mx = quad_row_max(s, half) * scale;
         const bool rescale = mx > m_run[half] + kRescaleLog2;
         const float m_new = rescale ? mx : m_run[half];
         const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-        scale_old[half] = rescale ? blk.exp2_ftz(m_run[half] - m_ref) : 1.f;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float p0 = blk.exp2_ftz(fmaf(s[4 * j + 2 * half], scale, -m_ref));
-          const float p1 = blk.exp2_ftz(fmaf(s[4 * j + 2 * half + 1], scale, -m_ref));
-          sum += p0 + p1;
-          p_pack[half][j] = pack2<T>(p0, p1);
-        }
+        scale_old[half] = rescale ? exp2_ftz(m_run[half] - m_ref) : 1.f;
+        const float sum = exp_pack<T>(s, half, scale, m_ref, p_pack[half]);
         l_run[half] = l_run[half] * scale_old[half] + sum;
         m_run[half] = m_new;
         if (c == 0) blk.red()[row] = scale_old[half];
       }
-      // P to shared memory, four 8 x 8 blocks per stmatrix: call q stores key
-      // blocks 2q and 2q + 1 of both row halves; lane L names row L % 8 of
-      // block m = L / 8 (half m % 2, key block 2q + m / 2), whose 16 bytes sit
-      // at chunk (key block ^ row) of the row (the 128-byte swizzle).
-      const int m = lane / 8, r = lane % 8;
-      const uint32_t row_addr = base + kOffP + (warp_row0 + 8 * (m % 2) + r) * 128;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int j = 2 * q + m / 2;
-        const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
-        stmatrix_x4(row_addr + (((j ^ r) & 7) << 4), regs);
-      }
-      fence_proxy_async_smem();
+      store_p(base + kOffP, warp_row0, p_pack);
     }
     // ---- p_full: P and the factors written ----
     __syncthreads();
@@ -410,9 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   if (wg == 0) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      float l = l_run[half];  // this thread's 16 keys of the row, then the quad's 64
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
       if (c == 0) {
         blk.red()[warp_row0 + g + 8 * half] = l;
         blk.red()[kRows + warp_row0 + g + 8 * half] = w[2 * half];
@@ -428,6 +347,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     const int h = blk.row0 + row - token * a.num_heads;
     const float weight = blk.red()[kRows + row], l = blk.red()[row];
     // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
+    // (The same epilogue as verify_paged_sm90a_pingpong.cu's, written out in
+    // each: as one shared function it moved this kernel's register allocation.)
     // In place, before the store picks its dtype: one copy of the division
     // code, not one per store branch (this epilogue runs once per block, from
     // a cold instruction cache).
@@ -458,11 +379,22 @@ bool sm90a_built() {
 #endif
 }
 
+bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
+#if KDTREE_SM90A_SCHEDULE == 1
+  (void)max_kv_len, (void)num_splits;
+  return false;
+#elif KDTREE_SM90A_SCHEDULE == 2
+  (void)max_kv_len, (void)num_splits;
+  return true;
+#else
+  const int64_t split_keys = (max_kv_len + num_splits - 1) / num_splits;
+  return (split_keys + kKeys - 1) / kKeys >= kSm90aPingPongTiles;
+#endif
+}
+
 template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
-  const int rows = a.max_q_len * a.num_heads;
-  const dim3 grid((rows + kRows - 1) / kRows, a.num_splits, a.batch_size);
-  verify_paged_sm90a_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  verify_paged_sm90a_kernel<T><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_kernel");
 }
 

@@ -1,6 +1,7 @@
-// The Hopper (sm_90a, wgmma) split-K verify kernel's host interface
-// (verify_paged_sm90a.cu). Its grid, split plan, workspace and merge are the
-// portable kernel's; only the block's inner loop differs.
+// The Hopper (sm_90a, wgmma) split-K verify kernels' host interface
+// (verify_paged_sm90a.cu, verify_paged_sm90a_pingpong.cu). Their grid, split
+// plan, workspace and merge are the portable kernel's; only the block's
+// inner loop differs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,15 +16,31 @@ namespace kdtree::verify {
 constexpr int kSm90aRows = 64;
 constexpr int kSm90aKeys = 64;
 
+// Splits of at least this many tiles run the ping-pong kernel
+// (verify_paged_sm90a_pingpong.cu), shorter ones the single score warpgroup
+// kernel (verify_paged_sm90a.cu). Measured on an H200 (session 11): the
+// ping-pong is 2-6% faster at 128 and 256 tiles per split, 1-2% slower at
+// 62-65 and 24% slower at 8-9.
+constexpr int64_t kSm90aPingPongTiles = 96;
+
 // Whether this library carries the sm_90a cubin (built with KDTREE_SM90A).
 bool sm90a_built();
+
+// Whether a call whose longest request has max_kv_len keys, in num_splits
+// splits, runs the ping-pong kernel (KDTREE_SM90A_SCHEDULE: 1 never, 2
+// always, else by kSm90aPingPongTiles).
+bool sm90a_pingpong(int64_t max_kv_len, int num_splits);
 
 // T: __nv_bfloat16 or __half (q and KV; fp8 KV takes the portable path).
 template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream);
-// Raises the kernel's opt-in shared memory; fails UNSUPPORTED if the device
+template <class T>
+void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream);
+// Raise the kernels' opt-in shared memory; fail UNSUPPORTED if the device
 // offers less.
 template <class T>
 void prepare_sm90a(size_t smem_optin, const char* function);
+template <class T>
+void prepare_sm90a_pingpong(size_t smem_optin, const char* function);
 
 }  // namespace kdtree::verify

@@ -1,0 +1,54 @@
+// Shared-memory mbarriers (sm_90+): a phase completes once its expected
+// number of arrivals has arrived; waiters name the phase by its parity. Used
+// by the defrag copy's bulk-copy pipes and by the sm_90a verify kernel's
+// warpgroup hand-offs. Callers compile these only for __CUDA_ARCH__ >= 900.
+#pragma once
+
+#include <cstdint>
+
+namespace kdtree {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+
+__device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier), "r"(arrivals) : "memory");
+}
+
+// Makes initialised barriers visible to the other threads and to the async
+// proxy (bulk copies); a block barrier must follow before any use.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// One arrival (release: this thread's earlier shared-memory writes are
+// visible to whoever waits for the phase).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(barrier) : "memory");
+}
+
+// One arrival once every cp.async this thread issued so far has completed
+// (the barrier's expected count includes it: .noinc).
+__device__ __forceinline__ void mbarrier_arrive_on_cp_async(uint32_t barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(barrier) : "memory");
+}
+
+// Spins until the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  }
+}
+
+#endif  // __CUDA_ARCH__ >= 900
+
+}  // namespace kdtree

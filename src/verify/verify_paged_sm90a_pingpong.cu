@@ -1,0 +1,632 @@
+// Split-K tree-verify attention on Hopper (sm_90a) for long splits:
+// warpgroup MMA (wgmma), two score warpgroups taking turns over two KV
+// stages, and a gather warpgroup (FlashMLA's layout). The launcher picks it
+// over verify_paged_sm90a.cu's kernel (one score warpgroup) when a split has
+// kSm90aPingPongTiles tiles or more: it has the faster tile loop and the
+// longer start (both tiles of the first pair land before either warpgroup's
+// softmax; docs/perf_notes.md, session 11).
+//
+// Same grid, split plan, workspace and merge as the portable kernel
+// (verify_paged_kernel.cuh): block (m, s, b) takes query rows
+// [64m, 64m + 64) of request b (row = token * H + head) and the keys of split
+// s, 64 keys per tile. The split's tiles go in pairs: tile 2i to warpgroup 0
+// through KV stage 0, tile 2i + 1 to warpgroup 1 through stage 1. 384
+// threads, three roles:
+//   warpgroups 0 and 1 (scores; 216 registers each): each owns output dims
+//     [256 w, 256 w + 256) of all 64 rows. Per pair, warpgroup w: S = Q K^T
+//     for its own tile (36 wgmma m64n64k16, Q and K from shared memory, in
+//     the order the gather lands the stage's halves), the mask on tiles with
+//     tail keys, a split end or a flagged slot (found per query token by
+//     warp ballots), the online softmax with the portable kernel's lazy
+//     rescale, then O += P V for its own tile with P from registers (4
+//     wgmma m64n256k16) and for the other warpgroup's tile with that P from
+//     shared memory. Both must scale P by the same row maximum: warpgroup 0
+//     publishes its running maximum, warpgroup 1 takes the larger of it and
+//     its own tile's, and warpgroup 0 adopts that before it stores its P. So
+//     one warpgroup's softmax runs while the other's QK holds the tensor
+//     cores. P times a ones column (m64n8k16) beside each P V keeps each
+//     warpgroup's O normalized by the tensor-core sum of the same rounded P
+//     (all-ones values give exactly 1).
+//     Warpgroup 0 issues the next pair's QK right behind its P V of the
+//     other tile and frees stage 1's low half when that P V is done (wait for
+//     the older wgmma group only), as FlashMLA's sm_90 kernels order them.
+//   warpgroup 2 (gather; 72 registers): the KV rows by slot id with cp.async
+//     (8 threads per key, 16 bytes each, L2 fetching 256-byte blocks), each
+//     stage in two halves (dims 0..255, the values warpgroup 0 reads; dims
+//     256..575) with their own full / free mbarriers, so a half is refilled
+//     as soon as its last P V is done: tile 2i's low half, 2i + 1's high
+//     half, 2i's high half, 2i + 1's low half. A pair's slot ids are loaded
+//     a pair ahead, all eight of a thread's at once (key_slot_ids), and its
+//     rows prefetched to L2 a pair ahead.
+// Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
+// blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
+// 0's P in stage 0's last column block (its rope dims, read by that tile's
+// QK only), warpgroup 1's P in a block of its own. Epilogue as the portable
+// kernel: O / w and lse to the output, or the split's partial state for
+// verify_paged_merge, which this kernel lets launch (programmatic dependent
+// launch) as its epilogue begins.
+#include "common/cuda_check.hpp"
+#include "common/grid_dependency.cuh"
+#include "common/mbarrier.cuh"
+#include "common/mma.cuh"
+#include "common/wgmma.cuh"
+#include "verify/verify_paged_sm90a.hpp"
+#include "verify/verify_paged_sm90a_tile.cuh"
+
+#include <cmath>
+#include <type_traits>
+
+namespace kdtree::verify {
+namespace {
+
+using namespace sm90a;
+[[maybe_unused]] constexpr int kScoreThreads = 2 * kGroup;   // warpgroups 0 and 1
+constexpr int kThreads = 3 * kGroup;        // + the gather warpgroup
+[[maybe_unused]] constexpr int kLowBlocks = 4;               // a stage's low half: dims 0..255
+// setmaxnreg: 2 x 224 + 56 = 3 x 168, the launch's 384 threads x 168.
+[[maybe_unused]] constexpr int kScoreRegs = 216;
+[[maybe_unused]] constexpr int kGatherRegs = 72;
+
+// Named barriers (0 is __syncthreads), each over the 256 score threads.
+// (Device-only names are [[maybe_unused]] for the host pass.)
+[[maybe_unused]] constexpr int kBarQ = 1;      // Q in shared memory
+[[maybe_unused]] constexpr int kBarMaxA = 2;   // warpgroup 0's row maxima written
+[[maybe_unused]] constexpr int kBarMaxB = 3;   // warpgroup 1's row maxima written
+[[maybe_unused]] constexpr int kBarP0 = 4;     // warpgroup 0's P written
+[[maybe_unused]] constexpr int kBarP1 = 5;     // warpgroup 1's P written
+[[maybe_unused]] constexpr int kBarSums = 6;   // row sums written (epilogue)
+
+constexpr size_t kOffQ = 0;
+constexpr size_t kOffKv = kOffQ + kTileBytes;                // [2] stages
+constexpr size_t kOffP1 = kOffKv + 2 * kTileBytes;           // warpgroup 1's P
+[[maybe_unused]] constexpr size_t kOffP0 = kOffKv + (kDimBlocks - 1) * kBlockBytes;  // stage 0's rope block
+constexpr size_t kOffOnes = kOffP1 + kBlockBytes;            // 16 keys x 8 ones
+constexpr size_t kOffMax = kOffOnes + 256;                   // [2][64] f32: maxima of warpgroup 0, 1
+constexpr size_t kOffSums = kOffMax + 2 * kRows * 4;         // [2][64] f32: row sums (epilogue)
+constexpr size_t kOffBadKey = kOffSums + 2 * kRows * 4;      // [2][64] u8: flagged slots per stage
+constexpr size_t kOffBarriers = kOffBadKey + 2 * kKeys;      // full[2][2], free[2][2]
+constexpr size_t kLayoutBytes = kOffBarriers + 8 * 8;
+static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
+constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
+static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
+
+template <class T>
+struct Sm90aBlock {
+  const PagedArgs& a;
+  unsigned char* smem;
+  Request req;
+  int rows, row0;
+  int64_t key_begin, key_end;
+
+  // The block's request, query rows and split keys (grid (m, split, b)).
+  __device__ static Sm90aBlock make(const PagedArgs& a, unsigned char* smem, bool report) {
+    const Request req = load_request(a, blockIdx.z, report);
+    Sm90aBlock blk{a, smem, req, req.q_len * a.num_heads, static_cast<int>(blockIdx.x) * kRows, 0, 0};
+    if (req.valid) split_range(req.num_keys, a.num_splits, blockIdx.y, kKeys, &blk.key_begin, &blk.key_end);
+    return blk;
+  }
+  // Whether the block has query rows to compute.
+  __device__ bool live() const { return req.valid && row0 < rows; }
+  __device__ int num_tiles() const { return static_cast<int>((key_end - key_begin + kKeys - 1) / kKeys); }
+  __device__ int64_t tile_key(int tile) const { return key_begin + static_cast<int64_t>(tile) * kKeys; }
+  // The query token of the block's row r_local (-1: a padding row past the request).
+  __device__ int row_token(int r_local) const {
+    const int r = row0 + r_local;
+    return r < rows ? r / a.num_heads : -1;
+  }
+  // Gather thread `gtid`'s eight keys of tile pair `pair` (four of each tile:
+  // key p * 16 + gtid / 8 of tile 2 pair, then of tile 2 pair + 1).
+  __device__ void pair_keys(int pair, int gtid, int64_t (&kk)[8]) const {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) kk[i] = tile_key(2 * pair + i / 4) + (i % 4) * 16 + gtid / 8;
+  }
+  // Their raw slot ids, by one batch of loads (key_slot_ids).
+  __device__ void pair_slot_ids(int pair, int gtid, int64_t (&id)[8]) const {
+    int64_t kk[8];
+    pair_keys(pair, gtid, kk);
+    key_slot_ids(a, req, key_end, kk, id);
+  }
+
+  __device__ uint32_t base() const { return smem_addr(smem); }
+  __device__ uint32_t stage_addr(int stage) const { return base() + kOffKv + stage * kTileBytes; }
+  // Ones: a 16 x 8 B operand needs no layout, every element being 1.
+  __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
+  __device__ float* row_max(int wg) const { return reinterpret_cast<float*>(smem + kOffMax) + wg * kRows; }
+  __device__ float* row_sums(int wg) const { return reinterpret_cast<float*>(smem + kOffSums) + wg * kRows; }
+  __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
+  // Half 0 (dims 0..255) or 1 (dims 256..575) of a stage: landed / free.
+  __device__ uint32_t kv_full(int stage, int half) const { return base() + kOffBarriers + (stage * 2 + half) * 8; }
+  __device__ uint32_t kv_free(int stage, int half) const {
+    return base() + kOffBarriers + (4 + stage * 2 + half) * 8;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Warpgroup 2: the gather. Each thread copies 16 bytes of each 64-dim block
+// of four keys per tile (`gtid` 0..127: key pass * 16 + gtid / 8, chunk
+// gtid % 8), and arrives twice on the half's full barrier: once its copies
+// land, once right away (after writing its keys' flags, with the first half
+// of a stage).
+template <class T>
+struct TileRows {
+  const T* src[4];  // nullptr: zero-filled (past the split or a flagged slot)
+  uint32_t bad;     // bit p: key p's slot is out of range (flagged)
+};
+
+template <class T>
+__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned char* smem, const int64_t (&first_ids)[8]) {
+  const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  const int num_tiles = blk.num_tiles();
+  const int gtid = threadIdx.x - kScoreThreads;
+  const int lane8 = gtid % 8;
+
+  // A pair's rows from its slot ids (loaded a pair before they are used;
+  // keys past the split, and every key of a missing tile, read nothing).
+  const auto rows_of_pair = [&](int pair, const int64_t (&id)[8], TileRows<T>* even, TileRows<T>* odd) {
+    int64_t kk[8];
+    blk.pair_keys(pair, gtid, kk);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      TileRows<T>& rows = t == 0 ? *even : *odd;
+      rows.bad = 0;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        bool bad;
+        rows.src[p] = key_row<T>(a, blk.req, blk.key_end, kk[4 * t + p], id[4 * t + p], false, &bad);
+        rows.bad |= static_cast<uint32_t>(bad) << p;
+      }
+      if (rows.bad != 0 && lane8 == 0) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+    }
+  };
+  // Blocks [b0, b1) of `rows` into `stage`; flags too with the stage's first half.
+  const auto copy_half = [&](const TileRows<T>& rows, int stage, int half, bool flags) {
+    const int u0 = half == 0 ? 0 : kLowBlocks, u1 = half == 0 ? kLowBlocks : kDimBlocks;
+    const uint32_t tile = blk.stage_addr(stage);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int key = p * 16 + gtid / 8;
+      if (flags && lane8 == 0) blk.bad_key(stage)[key] = (rows.bad >> p) & 1;
+      // A key that must not be read is zero-filled: 0 source bytes, the
+      // address (kv_cache) never dereferenced.
+      const int src_bytes = rows.src[p] != nullptr ? 16 : 0;
+      const char* from =
+          reinterpret_cast<const char*>(rows.src[p] != nullptr ? rows.src[p] : static_cast<const T*>(a.kv_cache)) +
+          lane8 * 16;
+      const uint32_t to = tile + chunk_offset(key, lane8);
+#pragma unroll
+      for (int u = 0; u < kDimBlocks; ++u) {
+        if (u >= u0 && u < u1) cp_async_16_l2_256(to + u * kBlockBytes, from + u * 128, src_bytes);
+      }
+    }
+    mbarrier_arrive_on_cp_async(blk.kv_full(stage, half));
+    mbarrier_arrive(blk.kv_full(stage, half));
+  };
+
+  const auto prefetch_rows = [&](const TileRows<T>& rows) {
+    if (lane8 != 0) return;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      if (rows.src[p] != nullptr) prefetch_l2_bulk(rows.src[p], kHeadDim * sizeof(T));
+    }
+  };
+
+  TileRows<T> even, odd;
+  int64_t ids[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ids[i] = first_ids[i];
+  rows_of_pair(0, ids, &even, &odd);
+  blk.pair_slot_ids(1, gtid, ids);
+  for (int pair = 0; 2 * pair < num_tiles; ++pair) {
+    const bool has_odd = 2 * pair + 1 < num_tiles;
+    const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
+    if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
+    copy_half(even, 0, 0, true);
+    if (has_odd) {
+      if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
+      copy_half(odd, 1, 1, true);
+    }
+    if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
+    copy_half(even, 0, 1, false);
+    if (has_odd) {
+      if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
+      copy_half(odd, 1, 0, false);
+    }
+    // The next pair's rows (from the ids loaded a pair ago), the slot ids of
+    // the pair after it, and an L2 prefetch of each next row (one bulk
+    // prefetch per key) while its stages are still in use.
+    rows_of_pair(pair + 1, ids, &even, &odd);
+    blk.pair_slot_ids(pair + 2, gtid, ids);
+    prefetch_rows(even);
+    prefetch_rows(odd);
+  }
+  allow_dependent_launch();
+}
+
+// ---------------------------------------------------------------------------
+// Warpgroups 0 and 1 (kWg): per pair, the QK, softmax and both P V of this
+// warpgroup's output dims; then the epilogue. Each builds its own view of
+// the block, so that nothing is live across the register move before it.
+template <class T, int kWg>
+__device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned char* smem) {
+  constexpr float kNegInf = -INFINITY;
+  constexpr int kOther = 1 - kWg;
+  const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  const Request& req = blk.req;
+  const int num_tiles = blk.num_tiles();
+  const int split = blockIdx.y;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
+  const auto row_token = [&](int half) { return blk.row_token(warp_row0 + g + 8 * half); };
+  const uint32_t base = blk.base();
+  const uint8_t* const tail_mask = request_tail_mask(a, req, blockIdx.z);
+
+  load_q_tile<T, kScoreThreads>(a, req, blk.rows, blk.row0, base + kOffQ);
+  cp_async_commit();
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float w[4] = {0.f, 0.f, 0.f, 0.f};  // rounded P times ones: the rows' weights
+  float m_run[2] = {kNegInf, kNegInf};  // the row maximum O, w and l are relative to
+  float l_run[2] = {0.f, 0.f};          // fp32 row sums of this warpgroup's tiles
+
+  // Descriptors of each operand's first k-step; a k-step, column block or
+  // stage adds its byte offset / 16 to the start-address field (every
+  // address stays below 256 KB, so the field never carries).
+  const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
+  const uint64_t k_desc = wgmma_desc_sw128(blk.stage_addr(kWg), 16, 1024);
+  // Values: this warpgroup's 256 dims of a stage (B read MN-major).
+  const uint64_t v_own = wgmma_desc_sw128(blk.stage_addr(kWg) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
+  const uint64_t v_other =
+      wgmma_desc_sw128(blk.stage_addr(kOther) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
+  const uint64_t p_other = wgmma_desc_sw128(base + (kWg == 0 ? kOffP1 : kOffP0), 16, 1024);
+  const uint32_t p_own = base + (kWg == 0 ? kOffP0 : kOffP1);
+  const uint64_t ones_desc = blk.ones_desc();
+
+  cp_async_wait<0>();
+  fence_proxy_async_smem();
+  named_barrier_sync<kBarQ, kScoreThreads>();  // Q in shared memory
+
+  // ---- S = Q K^T for this warpgroup's tile of a pair, half by half as they
+  // land (warpgroup 0's stage low half first, warpgroup 1's high half first:
+  // the gather's order; the first half brings the flags); the mask found
+  // while the first half runs. Warpgroup 0 issues it behind the P V of the
+  // pair before, whose stage 1 low half it then frees.
+  float s[32];  // set by the first wgmma (scale-d 0); -inf below for a missing tile
+  uint32_t visible = ~0u;
+  bool needs_mask = false;
+  const auto score_tile = [&](int pair, auto pv_in_flight) {
+    const int64_t k0 = blk.tile_key(2 * pair + kWg);
+    const uint32_t parity = pair & 1;
+    const auto qk_blocks = [&](int b0, int b1, bool first) {
+      wgmma_fence();
+#pragma unroll
+      for (int db = 0; db < kDimBlocks; ++db) {
+        if (db < b0 || db >= b1) continue;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t step = (db * kBlockBytes + ks * 32) >> 4;
+          wgmma_m64n64k16<T, 0>(s, q_desc + step, k_desc + step, !(first && db == b0 && ks == 0));
+        }
+      }
+      wgmma_commit();
+    };
+    mbarrier_wait(blk.kv_full(kWg, kWg), parity);
+    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+    if (kWg == 0) {
+      qk_blocks(0, kLowBlocks, true);
+    } else {
+      qk_blocks(kLowBlocks, kDimBlocks, true);
+    }
+    if constexpr (decltype(pv_in_flight)::value) {
+      // Warpgroup 0's P V of the pair before ran under this QK's first half
+      // (FlashMLA's order): once it is done, stage 1's low half is free.
+      wgmma_wait<1>();
+      mbarrier_arrive(blk.kv_free(1, 0));
+    }
+
+    // The visible keys of this thread's 32 scores, on tiles that need a
+    // mask. Visibility depends on the row's token, not its head, so each
+    // warp finds it per token of its 16 rows (one or two tokens when H >=
+    // 8): lane L tests keys L and L + 32, both mask bytes in flight at once,
+    // and two ballots make the token's 64-key word.
+    const uint8_t* bad_key = blk.bad_key(kWg);
+    const bool any_bad = __any_sync(0xffffffffu, bad_key[lane] != 0 || bad_key[lane + 32] != 0);
+    needs_mask = any_bad || k0 + kKeys > blk.key_end || k0 + kKeys > req.prefix;
+    visible = ~0u;
+    if (needs_mask) {
+      // row_key_words (verify_paged_sm90a_tile.cuh) written out: calling it
+      // here moves ptxas's register allocation of this kernel (its SASS then
+      // differs in ~8,500 lines), and the measured build is this one.
+      const auto key_word = [&](int token) {
+        const TailMaskRow mask_row(a, req, tail_mask, token);
+        uint32_t word[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int key_local = lane + 32 * u;
+          const uint8_t byte = mask_row.byte(a, req, blk.key_end, k0 + key_local);
+          const bool bad = any_bad && bad_key[key_local];
+          word[u] = __ballot_sync(0xffffffffu, key_visible(a, req, blk.key_end, k0 + key_local, token, bad, byte));
+        }
+        return static_cast<uint64_t>(word[1]) << 32 | word[0];
+      };
+      const int token[2] = {row_token(0), row_token(1)};
+      uint64_t row_keys[2];
+      row_keys[0] = row_keys[1] = key_word(-1);  // padding rows: every unflagged key of the split
+      const int warp_r0 = blk.row0 + warp_row0, warp_r1 = min(warp_r0 + 16, blk.rows) - 1;
+      if (warp_r0 <= warp_r1) {
+#pragma unroll 2
+        for (int t = warp_r0 / a.num_heads; t <= warp_r1 / a.num_heads; ++t) {  // warp-uniform
+          const uint64_t word = key_word(t);
+          if (token[0] == t) row_keys[0] = word;
+          if (token[1] == t) row_keys[1] = word;
+        }
+      }
+      // Score i is key (i / 4) * 8 + 2c + (i & 1) of row half (i >> 1) & 1:
+      // one shift by 2c per half, then constant shifts.
+      const uint64_t keys_of[2] = {row_keys[0] >> (2 * c), row_keys[1] >> (2 * c)};
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        if (!((keys_of[(i >> 1) & 1] >> ((i / 4) * 8 + (i & 1))) & 1)) visible &= ~(1u << i);
+      }
+    }
+
+    mbarrier_wait(blk.kv_full(kWg, 1 - kWg), parity);
+    fence_proxy_async_smem();
+    if (kWg == 0) {
+      qk_blocks(kLowBlocks, kDimBlocks, false);
+    } else {
+      qk_blocks(0, kLowBlocks, false);
+    }
+    wgmma_wait<0>();
+  };
+
+  if (kWg == 0 && num_tiles > 0) score_tile(0, std::false_type{});
+  for (int pair = 0; 2 * pair < num_tiles; ++pair) {
+    const bool has_odd = 2 * pair + 1 < num_tiles;
+    const bool mine = kWg == 0 || has_odd;  // block-uniform
+    if (kWg == 1 && mine) score_tile(pair, std::false_type{});
+
+    // The scale is folded into the exponent's FMA when it is positive (the
+    // usual case: the row maximum of the raw scores, scaled, is then exactly
+    // that of the scaled scores); any other scale is applied first.
+    float scale = a.scale_log2;
+    if (!(scale > 0.f)) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] *= scale;
+      scale = 1.f;
+    }
+    if (needs_mask || !mine) {  // block-uniform: unmasked tiles skip the mask code entirely
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        if (!mine || !((visible >> i) & 1)) s[i] = kNegInf;
+      }
+    }
+
+    // ---- online softmax: the shared row maximum, P, this warpgroup's O ----
+    // Warpgroup 0 moves from the pair before's maximum by its own tile;
+    // warpgroup 1 from warpgroup 0's new maximum by its tile. Lazy: the
+    // maximum moves only when a score passes it by kRescaleLog2.
+    if (kWg == 1) named_barrier_sync<kBarMaxA, kScoreThreads>();
+    uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
+    float scale_old[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_row0 + g + 8 * half;
+      const float m_from = kWg == 0 ? m_run[half] : blk.row_max(0)[row];
+      const float mx = quad_row_max(s, half) * scale;
+      const float m_new = mx > m_from + kRescaleLog2 ? mx : m_from;
+      const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
+      // m_new >= m_run; from -inf (nothing visible yet, O = 0) the factor is 0.
+      scale_old[half] = m_new != m_run[half] ? exp2_ftz(m_run[half] - m_ref) : 1.f;
+      const float sum = exp_pack<T>(s, half, scale, m_ref, p_pack[half]);
+      l_run[half] = l_run[half] * scale_old[half] + sum;
+      m_run[half] = m_new;
+      if (c == 0) blk.row_max(kWg)[row] = m_new;
+    }
+    if (kWg == 0) {
+      named_barrier_arrive<kBarMaxA, kScoreThreads>();
+    } else {
+      named_barrier_arrive<kBarMaxB, kScoreThreads>();
+    }
+    if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
+    }
+
+    // ---- O += P V for this warpgroup's tile, P from registers ----
+    const auto pv_own = [&]() {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
+        const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
+        wgmma_m64n256k16_rs<T, 1>(o, pa, v_own + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);  // both: a divergent wgmma would serialize them all
+      }
+      wgmma_commit();
+    };
+    // P to shared memory for the other warpgroup, four 8 x 8 blocks per
+    // stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves;
+    // lane L names row L % 8 of block m = L / 8 (half m % 2, key block
+    // 2q + m / 2), whose 16 bytes sit at chunk (key block ^ row) of the row
+    // (the 128-byte swizzle).
+    const auto store_p = [&]() {
+      // Key block j = 2q + m / 2 goes to chunk j ^ r = (m / 2 ^ r) ^ 2q.
+      const int m = lane / 8, r = lane % 8;
+      const uint32_t row_addr = p_own + (warp_row0 + 8 * (m % 2) + r) * 128;
+      const uint32_t chunk0 = (m / 2) ^ r;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
+        stmatrix_x4(row_addr + ((chunk0 ^ (2 * q)) << 4), regs);
+      }
+      fence_proxy_async_smem();
+    };
+    // ---- O += P V for the other warpgroup's tile, P from shared memory ----
+    const auto pv_other = [&]() {
+      fence_proxy_async_smem();
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
+        const uint64_t pd = p_other + ((ks * 32) >> 4);
+        wgmma_m64n256k16<T, 1>(o, pd, v_other + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+      }
+      wgmma_commit();
+    };
+
+    if (kWg == 0) {
+      pv_own();
+      // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
+      named_barrier_sync<kBarMaxB, kScoreThreads>();
+      float factor[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float m_b = blk.row_max(1)[warp_row0 + g + 8 * half];
+        factor[half] = m_b != m_run[half] ? exp2_ftz(m_run[half] - m_b) : 1.f;  // m_b > m_run
+        m_run[half] = m_b;
+      }
+      wgmma_wait<0>();
+      mbarrier_arrive(blk.kv_free(0, 0));  // stage 0's low half: its last P V is done
+      if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) {  // warp-uniform branch
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float2 p = unpack2<T>(p_pack[half][j]);
+            p_pack[half][j] = pack2<T>(p.x * factor[half], p.y * factor[half]);
+          }
+          l_run[half] *= factor[half];
+        }
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];
+      }
+      store_p();
+      named_barrier_arrive<kBarP0, kScoreThreads>();
+      named_barrier_sync<kBarP1, kScoreThreads>();
+      if (!has_odd) break;  // the last pair had no tile for warpgroup 1
+      pv_other();
+      if (2 * pair + 2 < num_tiles) {
+        score_tile(pair + 1, std::true_type{});  // frees stage 1's low half once pv_other is done
+      } else {
+        wgmma_wait<0>();
+        mbarrier_arrive(blk.kv_free(1, 0));  // stage 1's low half
+      }
+    } else {
+      if (mine) {
+        pv_own();
+        store_p();
+      }
+      named_barrier_arrive<kBarP1, kScoreThreads>();
+      named_barrier_sync<kBarP0, kScoreThreads>();
+      pv_other();
+      if (mine) {
+        wgmma_wait<1>();
+        mbarrier_arrive(blk.kv_free(1, 1));  // stage 1's high half
+      }
+      wgmma_wait<0>();
+      mbarrier_arrive(blk.kv_free(0, 1));  // stage 0's high half
+    }
+  }
+  wgmma_wait<0>();
+
+  // The split merge, if any, may now be scheduled (it waits for this grid).
+  allow_dependent_launch();
+  // ---- epilogue: both warpgroups' row sums; normalize, store ----
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
+    if (c == 0) blk.row_sums(kWg)[warp_row0 + g + 8 * half] = l;
+  }
+  named_barrier_sync<kBarSums, kScoreThreads>();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int token = row_token(half);
+    if (token < 0) continue;
+    const int row = warp_row0 + g + 8 * half;
+    const int h = blk.row0 + row - token * a.num_heads;
+    const float weight = w[2 * half], l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
+    // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
+    // (The same epilogue as verify_paged_sm90a.cu's, written out in each: as
+    // one shared function it moved that kernel's register allocation.)
+    // In place, before the store picks its dtype: one copy of the division
+    // code, not one per store branch (this epilogue runs once per block, from
+    // a cold instruction cache).
+    const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j + 2 * half] = div(o[4 * j + 2 * half]);
+      o[4 * j + 2 * half + 1] = div(o[4 * j + 2 * half + 1]);
+    }
+    const int64_t t = req.q_start + token;
+    store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
+                      [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
+    if (kWg == 0 && c == 0) {
+      // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
+      store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kernel(const PagedArgs a) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  int64_t first_ids[8] = {};  // gather threads: pair 0's slot ids, in flight across the block barrier
+  {
+    const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0);
+    if (!blk.live()) return;
+    if (threadIdx.x >= kScoreThreads) blk.pair_slot_ids(0, threadIdx.x - kScoreThreads, first_ids);
+    if (threadIdx.x < 64) reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
+    if (threadIdx.x < 4) {
+      mbarrier_init(blk.kv_full(threadIdx.x / 2, threadIdx.x % 2), 2 * kGroup);
+      mbarrier_init(blk.kv_free(threadIdx.x / 2, threadIdx.x % 2), kGroup);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // barriers initialised, ones written
+
+  // Warpgroup (broadcast from lane 0 so the compiler sees it warp-uniform).
+  // Each role keeps its registers inside its own function (the epilogues
+  // too, with named barriers, not block barriers, after this point), so
+  // that ptxas gives each warpgroup its own register budget.
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / kGroup, 0);
+  if (wg == 2) {
+    warpgroup_regs_dec<kGatherRegs>();
+    gather_warpgroup<T>(a, smem, first_ids);
+  } else {
+    warpgroup_regs_inc<kScoreRegs>();
+    if (wg == 0) {
+      score_warpgroup<T, 0>(a, smem);
+    } else {
+      score_warpgroup<T, 1>(a, smem);
+    }
+  }
+#endif
+}
+
+}  // namespace
+
+template <class T>
+void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
+  verify_paged_sm90a_pingpong_kernel<T><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
+}
+
+template <class T>
+void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
+  allow_dynamic_smem(verify_paged_sm90a_pingpong_kernel<T>, kSmemBytes, smem_optin, function,
+                     "the sm_90a ping-pong verify tiles", "verify_paged_sm90a_pingpong_kernel");
+}
+
+template void launch_sm90a_pingpong<__nv_bfloat16>(const PagedArgs&, cudaStream_t);
+template void launch_sm90a_pingpong<__half>(const PagedArgs&, cudaStream_t);
+template void prepare_sm90a_pingpong<__nv_bfloat16>(size_t, const char*);
+template void prepare_sm90a_pingpong<__half>(size_t, const char*);
+
+}  // namespace kdtree::verify

@@ -1,0 +1,161 @@
+// What the two sm_90a verify kernels share: the block's tile geometry (64
+// query rows, 64-key KV tiles, nine 64-dim column blocks in the 128-byte
+// swizzle wgmma reads), the Q load, the visible-key words of a masked tile
+// and the pieces of the online softmax and the P store.
+// verify_paged_sm90a.cu runs one score warpgroup and one gather warpgroup;
+// verify_paged_sm90a_pingpong.cu two score warpgroups taking turns and a
+// gather warpgroup. Each thread of a score warpgroup holds the m64nN
+// accumulator layout: rows g and g + 8 of its warp's 16 (g = lane / 4), and
+// in each 8-column block the columns 2c, 2c + 1 (c = lane % 4).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include "common/mma.cuh"
+#include "common/wgmma.cuh"
+#include "verify/verify_paged_args.cuh"
+#include "verify/verify_paged_sm90a.hpp"
+
+namespace kdtree::verify::sm90a {
+
+constexpr int kRows = kSm90aRows;
+constexpr int kKeys = kSm90aKeys;
+constexpr int kGroup = 128;                 // threads of a warpgroup
+constexpr int kDimBlocks = kHeadDim / 64;   // 64-dim column blocks of a row (9)
+constexpr int kBlockBytes = kRows * 128;    // one column block of 64 rows
+static_assert(kKeys == kRows, "Q and KV tiles share the column-block geometry");
+constexpr int kTileBytes = kDimBlocks * kBlockBytes;  // Q or one KV stage (72 KB)
+constexpr size_t kSmemOptin = 232448;       // sm_90's opt-in shared memory per block
+// Each kernel aligns its dynamic shared memory base up to 1024 B (the
+// swizzle atom), so its layout gets this much on top.
+constexpr size_t kAlignSlack = 1024;
+
+// The grid of either kernel: (row tiles, splits, requests).
+inline dim3 grid_of(const PagedArgs& a) {
+  const int rows = a.max_q_len * a.num_heads;
+  return dim3((rows + kRows - 1) / kRows, a.num_splits, a.batch_size);
+}
+
+// 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
+// arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
+// nothing next to the row's maximum term 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a Q / KV tile.
+__device__ __forceinline__ uint32_t chunk_offset(int row, int chunk) {
+  return static_cast<uint32_t>((chunk >> 3) * kBlockBytes + row * 128 + (((chunk ^ row) & 7) << 4));
+}
+
+// Query rows [row0, row0 + 64) of the request into the Q tile at `q_tile`
+// with cp.async, by threads 0..kThreads - 1; rows past the request are zero.
+template <class T, int kThreads>
+__device__ __forceinline__ void load_q_tile(const PagedArgs& a, const Request& req, int rows, int row0,
+                                            uint32_t q_tile) {
+  const int lane8 = threadIdx.x % 8;
+#pragma unroll
+  for (int pass = 0; pass < kRows / (kThreads / 8); ++pass) {
+    const int r_local = pass * (kThreads / 8) + threadIdx.x / 8;
+    bool ok;
+    const T* src = q_row<T>(a, req, rows, row0 + r_local, &ok);
+#pragma unroll
+    for (int u = 0; u < kDimBlocks; ++u) {
+      const int c = lane8 + 8 * u;
+      cp_async_16(q_tile + chunk_offset(r_local, c), ok ? src + c * 8 : src, ok ? 16 : 0);
+    }
+  }
+}
+
+// The visible keys of the tile at key k0 for this thread's two accumulator
+// rows, as 64-bit words (bit k: key k0 + k). Visibility depends on the row's
+// token, not its head, so the warp finds it per token of its 16 rows (one or
+// two tokens when H >= 8): lane L tests keys L and L + 32, both mask bytes in
+// flight at once, and two ballots make the token's word. bad_key: the
+// stage's flagged slots, read only when any_bad. [warp_r0, warp_r1]: the
+// warp's rows in the request; token: this thread's rows' tokens (-1: padding).
+__device__ __forceinline__ void row_key_words(const PagedArgs& a, const Request& req, const uint8_t* tail_mask,
+                                              int64_t key_end, int64_t k0, const uint8_t* bad_key, bool any_bad,
+                                              int warp_r0, int warp_r1, const int (&token)[2],
+                                              uint64_t (&row_keys)[2]) {
+  const int lane = threadIdx.x % 32;
+  const auto key_word = [&](int t) {
+    const TailMaskRow mask_row(a, req, tail_mask, t);
+    uint32_t word[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int key_local = lane + 32 * u;
+      const uint8_t byte = mask_row.byte(a, req, key_end, k0 + key_local);
+      const bool bad = any_bad && bad_key[key_local];
+      word[u] = __ballot_sync(0xffffffffu, key_visible(a, req, key_end, k0 + key_local, t, bad, byte));
+    }
+    return static_cast<uint64_t>(word[1]) << 32 | word[0];
+  };
+  row_keys[0] = row_keys[1] = key_word(-1);  // padding rows: every unflagged key of the split
+  if (warp_r0 <= warp_r1) {
+#pragma unroll 2
+    for (int t = warp_r0 / a.num_heads; t <= warp_r1 / a.num_heads; ++t) {  // warp-uniform
+      const uint64_t word = key_word(t);
+      if (token[0] == t) row_keys[0] = word;
+      if (token[1] == t) row_keys[1] = word;
+    }
+  }
+}
+
+// The maximum of row half `half` of the thread's 32 scores over its quad
+// (the row's 64 keys).
+__device__ __forceinline__ float quad_row_max(const float (&s)[32], int half) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  return mx;
+}
+
+// P of row half `half`: 2^(s * scale - m_ref), rounded to T in pairs (keys
+// 8j + 2c, + 1 in pack[j]); returns the fp32 sum of the unrounded values.
+template <class T>
+__device__ __forceinline__ float exp_pack(const float (&s)[32], int half, float scale, float m_ref,
+                                          uint32_t (&pack)[8]) {
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float p0 = exp2_ftz(fmaf(s[4 * j + 2 * half], scale, -m_ref));
+    const float p1 = exp2_ftz(fmaf(s[4 * j + 2 * half + 1], scale, -m_ref));
+    sum += p0 + p1;
+    pack[j] = pack2<T>(p0, p1);
+  }
+  return sum;
+}
+
+// P to the [64 rows][64 keys] block at p_block, four 8 x 8 blocks per
+// stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves; lane L
+// names row L % 8 of block m = L / 8 (half m % 2, key block 2q + m / 2),
+// whose 16 bytes sit at chunk (key block ^ row) of the row (the 128-byte
+// swizzle). Then the proxy fence that lets wgmma read it.
+__device__ __forceinline__ void store_p(uint32_t p_block, int warp_row0, const uint32_t (&p_pack)[2][8]) {
+  const int lane = threadIdx.x % 32;
+  const int m = lane / 8, r = lane % 8;
+  const uint32_t row_addr = p_block + (warp_row0 + 8 * (m % 2) + r) * 128;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int j = 2 * q + m / 2;
+    const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
+    stmatrix_x4(row_addr + (((j ^ r) & 7) << 4), regs);
+  }
+  fence_proxy_async_smem();
+}
+
+// The sum of l over the thread's quad (a row's 64 keys).
+__device__ __forceinline__ float quad_sum(float l) {
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  return l;
+}
+
+}  // namespace kdtree::verify::sm90a
