@@ -67,14 +67,23 @@ constexpr int kThreads = 3 * kGroup;        // + the gather warpgroup
 [[maybe_unused]] constexpr int kScoreRegs = 216;
 [[maybe_unused]] constexpr int kGatherRegs = 72;
 
-// Named barriers (0 is __syncthreads), each over the 256 score threads.
+// The score warpgroups' hand-offs, as mbarriers (after the stages' full[2][2]
+// and free[2][2]); the first four complete a phase per pair, arrived by the
+// 128 threads of one warpgroup and waited for by the other; the last two by
+// all 256, once. Mbarriers, not named barriers: with bar.arrive on one side
+// and bar.sync on the other, racecheck reported the row maxima as races and
+// synccheck the barriers as misused (session 11), although the hand-off
+// orders them; the gather's mbarrier hand-offs drew neither.
 // (Device-only names are [[maybe_unused]] for the host pass.)
-[[maybe_unused]] constexpr int kBarQ = 1;      // Q in shared memory
-[[maybe_unused]] constexpr int kBarMaxA = 2;   // warpgroup 0's row maxima written
-[[maybe_unused]] constexpr int kBarMaxB = 3;   // warpgroup 1's row maxima written
-[[maybe_unused]] constexpr int kBarP0 = 4;     // warpgroup 0's P written
-[[maybe_unused]] constexpr int kBarP1 = 5;     // warpgroup 1's P written
-[[maybe_unused]] constexpr int kBarSums = 6;   // row sums written (epilogue)
+enum Hand : int {
+  kMaxA = 0,  // warpgroup 0's row maxima written (warpgroup 0 arrives)
+  kMaxB,      // warpgroup 1's row maxima written (warpgroup 1 arrives)
+  kP0,        // warpgroup 0's P written
+  kP1,        // warpgroup 1's P written
+  kQReady,    // Q in shared memory (both)
+  kSums,      // row sums written, epilogue (both)
+  kHands
+};
 
 constexpr size_t kOffQ = 0;
 constexpr size_t kOffKv = kOffQ + kTileBytes;                // [2] stages
@@ -85,7 +94,7 @@ constexpr size_t kOffMax = kOffOnes + 256;                   // [2][64] f32: max
 constexpr size_t kOffSums = kOffMax + 2 * kRows * 4;         // [2][64] f32: row sums (epilogue)
 constexpr size_t kOffBadKey = kOffSums + 2 * kRows * 4;      // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBarriers = kOffBadKey + 2 * kKeys;      // full[2][2], free[2][2]
-constexpr size_t kLayoutBytes = kOffBarriers + 8 * 8;
+constexpr size_t kLayoutBytes = kOffBarriers + (8 + kHands) * 8;
 static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
 static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
@@ -139,6 +148,7 @@ struct Sm90aBlock {
   __device__ uint32_t kv_free(int stage, int half) const {
     return base() + kOffBarriers + (4 + stage * 2 + half) * 8;
   }
+  __device__ uint32_t hand(Hand h) const { return base() + kOffBarriers + (8 + h) * 8; }
 };
 
 // ---------------------------------------------------------------------------
@@ -285,7 +295,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
 
   cp_async_wait<0>();
   fence_proxy_async_smem();
-  named_barrier_sync<kBarQ, kScoreThreads>();  // Q in shared memory
+  mbarrier_arrive(blk.hand(kQReady));
+  mbarrier_wait(blk.hand(kQReady), 0);  // Q in shared memory
 
   // ---- S = Q K^T for this warpgroup's tile of a pair, half by half as they
   // land (warpgroup 0's stage low half first, warpgroup 1's high half first:
@@ -407,7 +418,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // Warpgroup 0 moves from the pair before's maximum by its own tile;
     // warpgroup 1 from warpgroup 0's new maximum by its tile. Lazy: the
     // maximum moves only when a score passes it by kRescaleLog2.
-    if (kWg == 1) named_barrier_sync<kBarMaxA, kScoreThreads>();
+    if (kWg == 1) mbarrier_wait(blk.hand(kMaxA), pair & 1);
     uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
     float scale_old[2];
 #pragma unroll
@@ -425,9 +436,9 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       if (c == 0) blk.row_max(kWg)[row] = m_new;
     }
     if (kWg == 0) {
-      named_barrier_arrive<kBarMaxA, kScoreThreads>();
+      mbarrier_arrive(blk.hand(kMaxA));
     } else {
-      named_barrier_arrive<kBarMaxB, kScoreThreads>();
+      mbarrier_arrive(blk.hand(kMaxB));
     }
     if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
 #pragma unroll
@@ -480,7 +491,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     if (kWg == 0) {
       pv_own();
       // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
-      named_barrier_sync<kBarMaxB, kScoreThreads>();
+      mbarrier_wait(blk.hand(kMaxB), pair & 1);
       float factor[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -506,8 +517,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
         for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];
       }
       store_p();
-      named_barrier_arrive<kBarP0, kScoreThreads>();
-      named_barrier_sync<kBarP1, kScoreThreads>();
+      mbarrier_arrive(blk.hand(kP0));
+      mbarrier_wait(blk.hand(kP1), pair & 1);
       if (!has_odd) break;  // the last pair had no tile for warpgroup 1
       pv_other();
       if (2 * pair + 2 < num_tiles) {
@@ -521,8 +532,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
         pv_own();
         store_p();
       }
-      named_barrier_arrive<kBarP1, kScoreThreads>();
-      named_barrier_sync<kBarP0, kScoreThreads>();
+      mbarrier_arrive(blk.hand(kP1));
+      mbarrier_wait(blk.hand(kP0), pair & 1);
       pv_other();
       if (mine) {
         wgmma_wait<1>();
@@ -542,7 +553,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
     if (c == 0) blk.row_sums(kWg)[warp_row0 + g + 8 * half] = l;
   }
-  named_barrier_sync<kBarSums, kScoreThreads>();
+  mbarrier_arrive(blk.hand(kSums));
+  mbarrier_wait(blk.hand(kSums), 0);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int token = row_token(half);
@@ -586,6 +598,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     if (threadIdx.x < 4) {
       mbarrier_init(blk.kv_full(threadIdx.x / 2, threadIdx.x % 2), 2 * kGroup);
       mbarrier_init(blk.kv_free(threadIdx.x / 2, threadIdx.x % 2), kGroup);
+    }
+    if (threadIdx.x < kHands) {
+      const Hand h = static_cast<Hand>(threadIdx.x);
+      mbarrier_init(blk.hand(h), h == kQReady || h == kSums ? 2 * kGroup : kGroup);
     }
     mbarrier_init_fence();
   }
