@@ -63,7 +63,8 @@ using namespace sm90a;
 [[maybe_unused]] constexpr int kScoreThreads = 2 * kGroup;   // warpgroups 0 and 1
 constexpr int kThreads = 3 * kGroup;        // + the gather warpgroup
 [[maybe_unused]] constexpr int kLowBlocks = 4;               // a stage's low half: dims 0..255
-// setmaxnreg: 2 x 224 + 56 = 3 x 168, the launch's 384 threads x 168.
+// setmaxnreg: 2 x 216 + 72 = 3 x 168, the launch's 384 threads x 168, no
+// spills (224 / 224 / 56 spills in the gather warpgroup).
 [[maybe_unused]] constexpr int kScoreRegs = 216;
 [[maybe_unused]] constexpr int kGatherRegs = 72;
 
@@ -90,6 +91,7 @@ constexpr size_t kOffKv = kOffQ + kTileBytes;                // [2] stages
 constexpr size_t kOffP1 = kOffKv + 2 * kTileBytes;           // warpgroup 1's P
 [[maybe_unused]] constexpr size_t kOffP0 = kOffKv + (kDimBlocks - 1) * kBlockBytes;  // stage 0's rope block
 constexpr size_t kOffOnes = kOffP1 + kBlockBytes;            // 16 keys x 8 ones
+static_assert(kOffP0 % 1024 == 0 && kOffP1 % 1024 == 0, "P blocks: 128-byte swizzle atoms");
 constexpr size_t kOffMax = kOffOnes + 256;                   // [2][64] f32: maxima of warpgroup 0, 1
 constexpr size_t kOffSums = kOffMax + 2 * kRows * 4;         // [2][64] f32: row sums (epilogue)
 constexpr size_t kOffBadKey = kOffSums + 2 * kRows * 4;      // [2][64] u8: flagged slots per stage
@@ -466,12 +468,13 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     const auto store_p = [&]() {
       // Key block j = 2q + m / 2 goes to chunk j ^ r = (m / 2 ^ r) ^ 2q.
       const int m = lane / 8, r = lane % 8;
-      const uint32_t row_addr = p_own + (warp_row0 + 8 * (m % 2) + r) * 128;
-      const uint32_t chunk0 = (m / 2) ^ r;
+      // One address live across the loop: a row starts 128-byte aligned, so
+      // chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q.
+      const uint32_t chunk0_addr = p_own + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
-        stmatrix_x4(row_addr + ((chunk0 ^ (2 * q)) << 4), regs);
+        stmatrix_x4(chunk0_addr ^ (q << 5), regs);
       }
       fence_proxy_async_smem();
     };

@@ -43,14 +43,8 @@ OPTIN_SMEM_BYTES = {
 # Spills or a stack frame that are known and accepted: (regex on the demangled
 # function name, SMs, why). Keep it to kernels we cannot change.
 ALLOWED = [
-    # The sm_90a ping-pong verify kernel: 3 x 168 registers per thread triple
-    # split 216 / 216 / 72 by setmaxnreg leave a score warpgroup one value
-    # short (4 bytes spilled, an 8-byte frame); 224 / 224 / 56 spills 92
-    # bytes in the gather warpgroup. The measured schedule is this one
-    # (docs/perf_notes.md, session 11). (CUB's onesweep pass for unsigned
-    # 32-bit keys spilled on sm_120; src/defrag/sort.cu sorts signed keys.)
-    (r"verify_paged_sm90a_pingpong_kernel<", {90},
-     "setmaxnreg 216/216/72: 4 bytes of one score-warpgroup value (perf_notes session 11)"),
+    # (CUB's onesweep pass for unsigned 32-bit keys spilled on sm_120;
+    # src/defrag/sort.cu sorts signed keys.)
 ]
 
 VERIFY_KERNEL = re.compile(
