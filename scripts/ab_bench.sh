@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# A/B timing of several versions of the library in one device call: each
+# version's libkdtree_kernels_c.so built side by side, then bench/bench.py
+# (ours only, --quick) over the chosen shapes, the versions alternated round
+# by round so that drift on the machine hits them alike.
+#
+# The lent GPU machine gets the working tree, but its git history can be
+# older than this checkout's, so versions travel as exported trees:
+#
+#   here:    scripts/ab_bench.sh export main=main pp=sm90a-pp-warp-arrive
+#            (git archive of each revision into .ab/<name>, with a COMMIT file)
+#   device:  scripts/ab_bench.sh run [--shapes S3,S5,S6] [--rounds 2]
+#                                    [--cmake "-DKDTREE_SM90A_SCHEDULE=PINGPONG"] main pp
+#            (carry [".ab"]; prints one line per version and round: per shape
+#            ms, efficiency and ok / FAIL against the reference; also $OUT/ab.txt)
+#
+# A tree under .ab/ can also be edited by hand before the call (a probe that
+# is not committed); its COMMIT file then says what it was exported from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AB=.ab
+
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+export_trees() {
+  [ $# -gt 0 ] || usage
+  mkdir -p "$AB"
+  for spec in "$@"; do
+    local name=${spec%%=*} rev=${spec#*=}
+    [ "$name" != "$spec" ] && [ -n "$name" ] && [ -n "$rev" ] || { echo "ab_bench: expected NAME=REV, got '$spec'" >&2; exit 2; }
+    local commit
+    commit=$(git rev-parse --short "$rev^{commit}")
+    rm -rf "${AB:?}/$name" && mkdir -p "$AB/$name"
+    git archive "$commit" | tar -x -C "$AB/$name"
+    echo "$commit" > "$AB/$name/COMMIT"
+    echo "$AB/$name: $rev ($commit)"
+  done
+}
+
+run_trees() {
+  local shapes=S3,S5,S6 rounds=2 cmake_args=""
+  local names=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --shapes) shapes=$2; shift 2 ;;
+      --rounds) rounds=$2; shift 2 ;;
+      --cmake) cmake_args=$2; shift 2 ;;
+      -*) usage ;;
+      *) names+=("$1"); shift ;;
+    esac
+  done
+  [ ${#names[@]} -gt 0 ] || usage
+  local out=${OUT:-$PWD/ab-out}
+  mkdir -p "$out"
+  local jobs=$(( $(nproc) / ${#names[@]} ))
+  [ "$jobs" -ge 1 ] || jobs=1
+  local name
+  for name in "${names[@]}"; do
+    [ -f "$AB/$name/CMakeLists.txt" ] || { echo "ab_bench: no tree $AB/$name (run 'export' here first)" >&2; exit 2; }
+    # shellcheck disable=SC2086  # cmake_args: several words on purpose
+    ( cmake -S "$AB/$name" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF $cmake_args > "$out/build-$name.log" 2>&1 &&
+      cmake --build "build-ab-$name" -j"$jobs" --target kdtree_kernels_c >> "$out/build-$name.log" 2>&1 ) &
+  done
+  local failed=0
+  for job in $(jobs -p); do wait "$job" || failed=1; done
+  if [ $failed = 1 ]; then
+    for name in "${names[@]}"; do
+      [ -f "build-ab-$name/libkdtree_kernels_c.so" ] || { echo "ab_bench: $name did not build:" >&2; tail -20 "$out/build-$name.log" >&2; }
+    done
+    exit 1
+  fi
+
+  : > "$out/ab.txt"
+  local round
+  for round in $(seq 1 "$rounds"); do
+    for name in "${names[@]}"; do
+      local line
+      line=$(KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
+             python3 "$AB/$name/bench/bench.py" --peers none --quick --shapes "$shapes" \
+                     --commit "$(cat "$AB/$name/COMMIT" 2>/dev/null || echo "$name")" 2>&1 |
+             awk '/^ +S[0-9]/ {printf "%s %s ms eff %s %s | ", $1, $3, $7, $11}') || true
+      echo "$name r$round: ${line:-no result (bench.py failed; run it by hand)}" | tee -a "$out/ab.txt"
+    done
+  done
+}
+
+case ${1:-} in
+  export) shift; export_trees "$@" ;;
+  run) shift; run_trees "$@" ;;
+  *) usage ;;
+esac
