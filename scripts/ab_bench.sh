@@ -27,7 +27,10 @@ export_trees() {
   mkdir -p "$AB"
   for spec in "$@"; do
     local name=${spec%%=*} rev=${spec#*=}
-    [ "$name" != "$spec" ] && [ -n "$name" ] && [ -n "$rev" ] || { echo "ab_bench: expected NAME=REV, got '$spec'" >&2; exit 2; }
+    if [ "$name" = "$spec" ] || [ -z "$name" ] || [ -z "$rev" ]; then
+      echo "ab_bench: expected NAME=REV, got '$spec'" >&2
+      exit 2
+    fi
     local commit
     commit=$(git rev-parse --short "$rev^{commit}")
     rm -rf "${AB:?}/$name" && mkdir -p "$AB/$name"
