@@ -12,6 +12,8 @@ loop until the device says otherwise.
 
   scripts/sass_loop.py                  the working tree
   scripts/sass_loop.py --base HEAD~1    the working tree and a git revision
+  scripts/sass_loop.py --source src/verify/verify_paged_sm90a_pingpong.cu
+      the same report for another kernel file
   scripts/sass_loop.py --base HEAD --same [--source src/defrag/copy.cu]
       whether every kernel of the file compiles to the same instructions in
       both (symbol names aside): the check behind "SASS identical" in a
@@ -95,9 +97,9 @@ def same(base: str, tree: str, source: str) -> int:
     return 1 if differ else 0
 
 
-def report(label: str, tree: str) -> None:
+def report(label: str, tree: str, source: str = SOURCE) -> None:
     with tempfile.TemporaryDirectory() as work:
-        registers, sass = compile_tree(tree, work)
+        registers, sass = compile_tree(tree, work, source)
     for (name, ops), regs in zip(sorted(kernels(sass).items()), registers or ["?"] * 8):
         dtype = "bf16" if "bfloat16" in name else "f16" if "half" in name else name[-30:]
         first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
@@ -115,7 +117,7 @@ def main() -> int:
     ap.add_argument("--base", help="a git revision to compare against (built from `git archive`)")
     ap.add_argument("--same", action="store_true", help="with --base: whole-file instruction identity "
                     "(exit 1 when any function differs)")
-    ap.add_argument("--source", default=SOURCE, help=f"with --same: the .cu file to compile (default {SOURCE})")
+    ap.add_argument("--source", default=SOURCE, help=f"the .cu file to compile (default {SOURCE})")
     args = ap.parse_args()
     if args.same and not args.base:
         ap.error("--same needs --base")
@@ -125,8 +127,8 @@ def main() -> int:
             subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
             if args.same:
                 return same(base, ROOT, args.source)
-            report(args.base[:10], base)
-    report("tree", ROOT)
+            report(args.base[:10], base, args.source)
+    report("tree", ROOT, args.source)
     return 0
 
 
