@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B timing of several versions of the library in one device call: each
 # version's libkdtree_kernels_c.so built side by side, then bench/bench.py
-# (ours only, --quick) over the chosen shapes, the versions alternated round
-# by round so that drift on the machine hits them alike.
+# --quick --compare-lib over the chosen shapes (every version on the same
+# inputs, shape by shape), the first version rotated round by round.
 #
 # The lent GPU machine gets the working tree, but its git history can be
 # older than this checkout's, so versions travel as exported trees:
@@ -11,8 +11,8 @@
 #            (git archive of each revision into .ab/<name>, with a COMMIT file)
 #   device:  scripts/ab_bench.sh run [--shapes S3,S5,S6] [--rounds 2]
 #                                    [--cmake "-DKDTREE_SM90A_SCHEDULE=PINGPONG"] main pp
-#            (carry [".ab"]; prints one line per version and round: per shape
-#            ms, efficiency and ok / FAIL against the reference; also $OUT/ab.txt)
+#            (carry [".ab"]; prints bench.py's line per shape and round: each
+#            version's ms, efficiency and ok / FAIL; also $OUT/ab.txt)
 #
 # A tree under .ab/ can also be edited by hand before the call (a probe that
 # is not committed); its COMMIT file then says what it was exported from.
@@ -74,17 +74,23 @@ run_trees() {
     exit 1
   fi
 
+  # Timing is bench.py's --compare-lib: every version on the same inputs, shape
+  # by shape, in one process. The first version takes the "ours" column; the
+  # rounds rotate which one that is, so each also runs first for some shapes.
   : > "$out/ab.txt"
   local round
   for round in $(seq 1 "$rounds"); do
-    for name in "${names[@]}"; do
-      local line
-      line=$(KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
-             python3 "$AB/$name/bench/bench.py" --peers none --quick --shapes "$shapes" \
-                     --commit "$(cat "$AB/$name/COMMIT" 2>/dev/null || echo "$name")" 2>&1 |
-             awk '/^ +S[0-9]/ {printf "%s %s ms eff %s %s | ", $1, $3, $7, $11}') || true
-      echo "$name r$round: ${line:-no result (bench.py failed; run it by hand)}" | tee -a "$out/ab.txt"
-    done
+    local first=$(( (round - 1) % ${#names[@]} )) k
+    local order=("${names[@]:first}" "${names[@]:0:first}")
+    local compare=()
+    for k in "${order[@]:1}"; do compare+=(--compare-lib "$k=$PWD/build-ab-$k/libkdtree_kernels_c.so"); done
+    echo "round $round: ours = ${order[0]} ($(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "?"))" | tee -a "$out/ab.txt"
+    KDTREE_KERNELS_LIB="$PWD/build-ab-${order[0]}/libkdtree_kernels_c.so" \
+      python3 bench/bench.py --peers none --quick --shapes "$shapes" "${compare[@]}" \
+              --commit "$(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "${order[0]}")" \
+              > "$out/bench-r$round.log" 2>&1 || true
+    grep -E '^\[S[0-9]+\]' "$out/bench-r$round.log" | tee -a "$out/ab.txt" ||
+      echo "  no result (bench.py failed: $out/bench-r$round.log)" | tee -a "$out/ab.txt"
   done
 }
 
