@@ -484,7 +484,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     };
     // ---- O += P V for the other warpgroup's tile, P from shared memory ----
     const auto pv_other = [&]() {
-      fence_proxy_async_smem();
+      // (The other warpgroup fenced its P writes before its arrival.)
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
