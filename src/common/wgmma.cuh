@@ -54,6 +54,14 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// The reader's side of the same hand-off, after an mbarrier wait whose phase
+// the writers completed (cp.async's mbarrier arrivals included): orders that
+// acquire before this thread's async-proxy (wgmma) reads. On sm_90 it needs
+// no instruction, where the bidirectional fence above costs a MEMBAR.
+__device__ __forceinline__ void fence_proxy_async_acquire_smem() {
+  asm volatile("fence.proxy.async::generic.acquire.sync_restrict::shared::cluster.cluster;\n" ::: "memory");
+}
+
 // PTX spells out every accumulator register: one operand list per shape.
 // Operands: d (N/2 floats), desc_a, desc_b, accumulate (0: D = A B), kTransB.
 #define KDTREE_WGMMA_M64N8K16(TY)                                                   \

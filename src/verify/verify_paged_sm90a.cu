@@ -205,8 +205,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     const int64_t k0 = tile_key(tile);
     // ---- landed: tile t's rows (and tile t + 1's ids) are in shared memory ----
     cp_async_wait<0>();
-    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
-    __syncthreads();           // also: both warpgroups done with tile t - 1 (P, factors, stage)
+    // cp.async wrote through the generic proxy; wgmma reads async. Only the
+    // gather warpgroup copies in the loop (warpgroup 0 fences its P as it
+    // stores it), so only it needs the fence: a MEMBAR off the score chain.
+    if (wg == 1) fence_proxy_async_smem();
+    __syncthreads();  // also: both warpgroups done with tile t - 1 (P, factors, stage)
 
     float scale_old[2] = {1.f, 1.f};
     if (wg == 1) {

@@ -325,7 +325,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       wgmma_commit();
     };
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
-    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+    fence_proxy_async_acquire_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     if (kWg == 0) {
       qk_blocks(0, kLowBlocks, true);
     } else {
@@ -385,7 +385,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     }
 
     mbarrier_wait(blk.kv_full(kWg, 1 - kWg), parity);
-    fence_proxy_async_smem();
+    fence_proxy_async_acquire_smem();
     if (kWg == 0) {
       qk_blocks(kLowBlocks, kDimBlocks, false);
     } else {
