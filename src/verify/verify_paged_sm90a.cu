@@ -182,6 +182,13 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   __syncthreads();
   if (wg == 1 && num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
   cp_async_commit();
+  if (wg == 0) {
+    // Warpgroup 0's own shared-memory writes that wgmma reads (its Q rows by
+    // cp.async, the ones column), fenced here: in the loop only the gather
+    // warpgroup fences. Warpgroup 0 would wait for its Q at tile 0 anyway.
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+  }
 
   float o[128];
 #pragma unroll
@@ -206,8 +213,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     // ---- landed: tile t's rows (and tile t + 1's ids) are in shared memory ----
     cp_async_wait<0>();
     // cp.async wrote through the generic proxy; wgmma reads async. Only the
-    // gather warpgroup copies in the loop (warpgroup 0 fences its P as it
-    // stores it), so only it needs the fence: a MEMBAR off the score chain.
+    // gather warpgroup copies in the loop (warpgroup 0 fenced its Q before
+    // the loop and fences its P as it stores it), so only it needs the
+    // fence: a MEMBAR off the score chain.
     if (wg == 1) fence_proxy_async_smem();
     __syncthreads();  // also: both warpgroups done with tile t - 1 (P, factors, stage)
 
