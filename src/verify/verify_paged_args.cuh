@@ -120,12 +120,17 @@ __device__ __forceinline__ Request load_request(const PagedArgs& a, int b, bool 
   return r;
 }
 
-// Keys [begin, end) of split `split` of a request: equal chunks rounded up to
-// `granule` keys so every split but the last starts on a tile boundary.
+// Keys per split of a request with num_keys keys: equal chunks rounded up to
+// `granule` keys so every split but the last starts on a tile boundary (the
+// launcher's kernel choice reads it too).
+KDTREE_HOST_DEVICE constexpr int64_t split_chunk(int64_t num_keys, int num_splits, int granule) {
+  return ((num_keys + num_splits - 1) / num_splits + granule - 1) / granule * granule;
+}
+
+// Keys [begin, end) of split `split` of a request (split_chunk keys each).
 __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, int split, int granule,
                                             int64_t* begin, int64_t* end) {
-  int64_t chunk = (num_keys + num_splits - 1) / num_splits;
-  chunk = (chunk + granule - 1) / granule * granule;
+  const int64_t chunk = split_chunk(num_keys, num_splits, granule);
   const int64_t b = chunk * split;
   *begin = b < num_keys ? b : num_keys;
   const int64_t e = b + chunk;

@@ -398,8 +398,7 @@ bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
   (void)max_kv_len, (void)num_splits;
   return true;
 #else
-  const int64_t split_keys = (max_kv_len + num_splits - 1) / num_splits;
-  return (split_keys + kKeys - 1) / kKeys >= kSm90aPingPongTiles;
+  return split_chunk(max_kv_len, num_splits, kKeys) / kKeys >= kSm90aPingPongTiles;
 #endif
 }
 
