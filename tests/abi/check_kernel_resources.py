@@ -43,8 +43,8 @@ OPTIN_SMEM_BYTES = {
 # Spills or a stack frame that are known and accepted: (regex on the demangled
 # function name, SMs, why). Keep it to kernels we cannot change.
 ALLOWED = [
-    # (CUB's onesweep pass for unsigned 32-bit keys spilled on sm_120;
-    # src/defrag/sort.cu sorts signed keys.)
+    # None today. (CUB's onesweep pass for unsigned 32-bit keys spilled on
+    # sm_120; src/defrag/sort.cu sorts signed keys instead.)
 ]
 
 VERIFY_KERNEL = re.compile(
