@@ -136,6 +136,18 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
     "{%4, %5, %6, %7}, %8, p, 1, 1, %10;\n}\n"                                                 \
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
+#define KDTREE_WGMMA_M64N64K16_RS(TY)                                                   \
+  asm volatile(                                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+    "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                                 \
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 #define KDTREE_WGMMA_M64N256K16_RS(TY)                                                   \
   asm volatile(                                                                          \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                        \
@@ -157,8 +169,10 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
     }                                                                                               \
   }
 KDTREE_WGMMA_DEFINE(wgmma_m64n8k16_rs, KDTREE_WGMMA_M64N8K16_RS, 4, const uint32_t (&a)[4])
+KDTREE_WGMMA_DEFINE(wgmma_m64n64k16_rs, KDTREE_WGMMA_M64N64K16_RS, 32, const uint32_t (&a)[4])
 KDTREE_WGMMA_DEFINE(wgmma_m64n256k16_rs, KDTREE_WGMMA_M64N256K16_RS, 128, const uint32_t (&a)[4])
 #undef KDTREE_WGMMA_M64N8K16_RS
+#undef KDTREE_WGMMA_M64N64K16_RS
 #undef KDTREE_WGMMA_M64N256K16_RS
 
 // D[64 x N] (+)= A[64 x 16] * B[16 x N], A and B from shared memory.
