@@ -15,7 +15,7 @@
 // (A 2 KB + B 2 KB), so at the tensor pipe's m64n64k16 rate (32 clocks) it
 // alone would use all of it.
 //
-// Build: nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I../src \
+// Build: nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I../src
 //          -o wgmma_smem_rates wgmma_smem_rates.cu
 // Run:   ./wgmma_smem_rates        (every mode, one line each)
 #include "common/mma.cuh"
