@@ -1,6 +1,6 @@
 // wgmma_smem_rates.cu - what the sm_90a verify kernels' warpgroup MMAs cost
 // against shared memory, alone and beside a stream of cp.async copies into
-// shared memory (the gather's refills). One block per SM, 384 threads:
+// shared memory (the gather's refills). One block per SM, 256 threads:
 //   warpgroup 0 issues a long run of one wgmma shape and times it (clock64):
 //     qk_ss   m64n64k16, A and B from shared memory (the QK, Q and K in smem)
 //     qk_rs   m64n64k16, A from registers (Q's fragments), B from smem
@@ -46,7 +46,7 @@ namespace {
 enum Mode : int { kQkSs = 0, kQkRs, kPvRs, kPvSs, kNone };
 const char* const kModeNames[] = {"qk_ss", "qk_rs", "pv_rs", "pv_ss", "none"};
 
-constexpr int kThreads = 384;
+constexpr int kThreads = 256;  // 255 registers each: no wgmma serialized for want of them
 constexpr int kBlock = 8192;              // one [64][128 B] column block
 constexpr int kOffA = 0;                  // 9 blocks: Q (A operand)
 constexpr int kOffB = 9 * kBlock;         // 9 blocks: K / V (B operand)
@@ -79,13 +79,17 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
-    float d[128];
+    constexpr bool kPv = kMode == kPvRs || kMode == kPvSs;
+    float d[kPv ? 128 : 32];  // the mode's accumulator: P V's m64n256 or the QK's m64n64
 #pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.f;
-    float s[32];
+    for (int i = 0; i < (kPv ? 128 : 32); ++i) d[i] = 0.f;
+    // Four A fragments (as Q's rope block or P's four k-steps in the kernels).
+    uint32_t a_frag[4][4];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.f;
-    uint32_t a_frag[4] = {0x3f803f80u, 0xbf803f80u, 0x3f80bf80u, 0x3f803f80u};
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a_frag[k][i] = 0x3f803f80u ^ (((threadIdx.x + 5 * k + i) * 0x9e3779b9u) & 0x007f807fu);
+    }
     const uint64_t a_desc = wgmma_desc_sw128(base + kOffA, 16, 1024);
     const uint64_t k_desc = wgmma_desc_sw128(base + kOffB, 16, 1024);
     const uint64_t v_desc = wgmma_desc_sw128(base + kOffB, kBlock, 1024);
@@ -99,9 +103,9 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
           for (int ks = 0; ks < 4; ++ks) {
             const uint32_t step = (db * kBlock + ks * 32) >> 4;
             if constexpr (kMode == kQkSs) {
-              wgmma_m64n64k16<T, 0>(s, a_desc + step, k_desc + step, 1);
+              wgmma_m64n64k16<T, 0>(d, a_desc + step, k_desc + step, 1);
             } else {
-              wgmma_m64n64k16_rs<T, 0>(s, a_frag, k_desc + step, 1);
+              wgmma_m64n64k16_rs<T, 0>(d, a_frag[ks], k_desc + step, 1);
             }
           }
         }
@@ -112,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
           for (int ks = 0; ks < 4; ++ks) {
             const uint64_t vb = v_desc + (((j % 2) * 4 * kBlock + ks * 16 * 128) >> 4);
             if constexpr (kMode == kPvRs) {
-              wgmma_m64n256k16_rs<T, 1>(d, a_frag, vb, 1);
+              wgmma_m64n256k16_rs<T, 1>(d, a_frag[ks], vb, 1);
             } else {
               wgmma_m64n256k16<T, 1>(d, a_desc + ((ks * 32) >> 4), vb, 1);
             }
@@ -130,9 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
     const long long t1 = clock64();
     float acc = 0.f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) acc += s[i];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc += d[i];
+    for (int i = 0; i < (kPv ? 128 : 32); ++i) acc += d[i];
     if (threadIdx.x == 0) {
       *done = 1;
       out[blockIdx.x].mma_clocks = t1 - t0;
