@@ -7,9 +7,16 @@
 //     pv_rs   m64n256k16, A from registers (P), B from smem read MN-major (V)
 //     pv_ss   m64n256k16, A and B from smem (the other warpgroup's P)
 //     none    no wgmma (the copy stream's own rate)
-//   warpgroup 1 (with "+copy") streams 16-byte cp.async copies of an
-//     L2-resident buffer into a 64 KB smem region, two batches in flight,
-//     until warpgroup 0 is done, and reports its bytes per clock.
+//   warpgroup 1 streams copies of an L2-resident pool of 1152-byte rows
+//     (random rows, 128-byte pieces: the gather's) into a 64 KB smem region,
+//     two 32 KB batches in flight, until warpgroup 0 is done, and reports its
+//     bytes per clock. Copy engines:
+//       cp.async  16-byte cp.async.cg per thread (the verify kernels' gather)
+//       bulk      128-byte cp.async.bulk (1D, unswizzled), mbarrier tx count
+//       tma       cp.async.bulk.tensor.2d, box 64 x 1 row, 128-byte swizzle,
+//                 each row's block landing at its row of a [64][128 B] atom
+//   A layout check first: the tma copy of 64 rows into one atom must put
+//   chunk c of row r at chunk (c ^ r) & 7, as wgmma reads it.
 // The operands are the kernels' 128-byte-swizzled [64 rows][128 B] blocks.
 // Shared memory moves 128 B per clock per SM; qk_ss asks 4 KB per wgmma
 // (A 2 KB + B 2 KB), so at the tensor pipe's m64n64k16 rate (32 clocks) it
@@ -21,6 +28,10 @@
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 
+#include "common/mbarrier.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -45,6 +56,10 @@ namespace {
 
 enum Mode : int { kQkSs = 0, kQkRs, kPvRs, kPvSs, kNone };
 const char* const kModeNames[] = {"qk_ss", "qk_rs", "pv_rs", "pv_ss", "none"};
+enum Copy : int { kNoCopy = 0, kCpAsync, kBulk, kTma };
+const char* const kCopyNames[] = {"alone", "cp.async", "bulk", "tma"};
+constexpr int kRowBytes = 1152;  // one bf16 KV row of 576
+constexpr int kPoolRows = 16384;  // 18 MB: L2-resident
 
 constexpr int kThreads = 256;  // 255 registers each: no wgmma serialized for want of them
 constexpr int kBlock = 8192;              // one [64][128 B] column block
@@ -52,7 +67,7 @@ constexpr int kOffA = 0;                  // 9 blocks: Q (A operand)
 constexpr int kOffB = 9 * kBlock;         // 9 blocks: K / V (B operand)
 constexpr int kOffCopy = 18 * kBlock;     // 64 KB: the copy stream's target
 constexpr int kCopyBytes = 64 * 1024;
-constexpr int kOffFlag = kOffCopy + kCopyBytes;
+constexpr int kOffFlag = kOffCopy + kCopyBytes;  // done flag, then two mbarriers at +8, +16
 constexpr int kSmem = kOffFlag + 1024 + 1024;  // + flag, + alignment slack
 constexpr int kReps = 256;                // timed runs of 36 (QK) or 16 (P V) wgmmas
 
@@ -63,8 +78,86 @@ struct Result {
   float sink;
 };
 
-template <int kMode, bool kCopy>
-__global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_vecs, Result* out) {
+__device__ __forceinline__ uint32_t pool_row(uint32_t i) { return (i * 2654435761u >> 7) % kPoolRows; }
+
+__device__ __forceinline__ void mbarrier_expect_tx(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t barrier) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(barrier)
+               : "memory");
+}
+__device__ __forceinline__ void tma_row_block(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(map), "r"(x), "r"(y), "r"(barrier)
+      : "memory");
+}
+
+// Warpgroup 1's stream until *done: 32 KB batches of 256 random 128-byte row
+// pieces (cp.async: 8 threads per piece; bulk, tma: one thread per piece), at
+// most two batches in flight.
+template <int kCopy>
+__device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, unsigned char* smem, Result* out) {
+#if defined(__CUDA_ARCH__)
+  const int tid = threadIdx.x - 128;
+  const uint32_t base = smem_addr(smem);
+  const uint32_t to = base + kOffCopy;
+  volatile int* done = reinterpret_cast<volatile int*>(smem + kOffFlag);
+  const uint32_t bar[2] = {base + kOffFlag + 8, base + kOffFlag + 16};
+  constexpr int kBatch = 32 * 1024, kPieces = kBatch / 128 / 128;  // 128-byte pieces per thread and batch
+  long long batches = 0;
+  uint32_t next = blockIdx.x * 7919u + tid;
+  const long long t0 = clock64();
+  for (int k = 0; !*done; ++k) {
+    if constexpr (kCopy == kCpAsync) {
+#pragma unroll
+      for (int pass = 0; pass < kBatch / 16 / 128; ++pass) {  // 8 threads per 128-byte piece, 16 B each
+        const uint32_t piece = pass * 16 + tid / 8, chunk = tid % 8;
+        const uint32_t row = pool_row(next + piece), blk = piece % 9;
+        cp_async_16(to + (piece % 512) * 128 + chunk * 16, pool + size_t(row) * kRowBytes + blk * 128 + chunk * 16, 16);
+      }
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      if (tid == 0) mbarrier_expect_tx(bar[k & 1], kBatch);
+      asm volatile("bar.sync 1, 128;" ::: "memory");
+#pragma unroll
+      for (int i = 0; i < kPieces; ++i) {
+        const uint32_t piece = i * 128 + tid;
+        const uint32_t row = pool_row(next + piece), blk = piece % 9;
+        const uint32_t dst = to + (piece % 512) * 128;
+        if constexpr (kCopy == kBulk) {
+          bulk_copy(dst, pool + size_t(row) * kRowBytes + blk * 128, 128, bar[k & 1]);
+        } else {
+          tma_row_block(dst, map, blk * 64, row, bar[k & 1]);
+        }
+      }
+      if (k > 0) mbarrier_wait(bar[(k - 1) & 1], ((k - 1) >> 1) & 1);
+    }
+    next += 256;
+    ++batches;
+  }
+  if constexpr (kCopy == kCpAsync) {
+    cp_async_wait<0>();
+  } else {
+    const int k = static_cast<int>(batches) - 1;
+    mbarrier_wait(bar[k & 1], (k >> 1) & 1);
+  }
+  const long long t1 = clock64();
+  if (tid == 0) {
+    out[blockIdx.x].copy_clocks = t1 - t0;
+    out[blockIdx.x].copy_bytes = batches * kBatch;
+  }
+#endif
+}
+
+template <int kMode, int kCopy>
+__global__ void __launch_bounds__(kThreads, 1)
+    rates(const unsigned char* pool, const __grid_constant__ CUtensorMap map, Result* out) {
+#if defined(__CUDA_ARCH__)
   extern __shared__ __align__(1024) unsigned char raw[];
   unsigned char* smem = raw + ((1024 - (smem_addr(raw) & 1023)) & 1023);
   const uint32_t base = smem_addr(smem);
@@ -73,7 +166,12 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
   for (int i = threadIdx.x; i < 18 * kBlock / 4; i += kThreads) {
     reinterpret_cast<uint32_t*>(smem)[i] = 0x3f80bf80u ^ ((i * 2654435761u) & 0x007f007fu);
   }
-  if (threadIdx.x == 0) *done = 0;
+  if (threadIdx.x == 0) {
+    *done = 0;
+    mbarrier_init(base + kOffFlag + 8, 1);
+    mbarrier_init(base + kOffFlag + 16, 1);
+    mbarrier_init_fence();
+  }
   fence_proxy_async_smem();
   __syncthreads();
   const int wg = threadIdx.x / 128;
@@ -109,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
             }
           }
         }
-      } else if constexpr (kMode == kPvRs || kMode == kPvSs) {
+      } else if constexpr (kPv) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {  // four P V of 64 keys (4 k-steps each)
 #pragma unroll
@@ -140,42 +238,49 @@ __global__ void __launch_bounds__(kThreads, 1) rates(const uint4* src, int src_v
       out[blockIdx.x].mma_clocks = t1 - t0;
       out[blockIdx.x].sink = acc;
     }
-  } else if (wg == 1 && kCopy) {
-    const int tid = threadIdx.x - 128;
-    const uint32_t to = base + kOffCopy;
-    long long bytes = 0;
-    int v = (blockIdx.x * 4096 + tid) % src_vecs;
-    const long long t0 = clock64();
-    while (!*done) {
-      // One batch: 32 KB (16 copies per thread), at most two in flight.
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int slot = (i * 128 + tid) % (kCopyBytes / 16);
-        cp_async_16(to + slot * 16, src + v, 16);
-        v += 128;
-        if (v >= src_vecs) v -= src_vecs;
-      }
-      cp_async_commit();
-      cp_async_wait<1>();
-      bytes += 16 * 16;
-    }
-    cp_async_wait<0>();
-    const long long t1 = clock64();
-    // Every thread copied `bytes`; thread 0 reports the warpgroup's total.
-    if (tid == 0) {
-      out[blockIdx.x].copy_clocks = t1 - t0;
-      out[blockIdx.x].copy_bytes = bytes * 128;
-    }
+  } else if (kCopy != kNoCopy) {
+    copy_stream<kCopy>(pool, &map, smem, out);
   }
+#endif
 }
 
-template <int kMode, bool kCopy>
-void run(const uint4* src, int src_vecs, int sms, Result* dev, std::vector<Result>& host) {
+// The tma copy's layout: rows 0..63 of the pool's column block `blk` into one
+// [64][128 B] atom, one box per row at the row's 128-byte offset; counts the
+// 16-byte chunks not where the 128-byte swizzle puts them.
+__global__ void tma_layout_check(const unsigned char* pool, const __grid_constant__ CUtensorMap map, int blk,
+                                 int* mismatches) {
+#if defined(__CUDA_ARCH__)
+  __shared__ __align__(1024) unsigned char atom[kBlock];
+  __shared__ __align__(8) uint64_t bar;
+  const uint32_t b = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    mbarrier_init(b, 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbarrier_expect_tx(b, kBlock);
+    for (int r = 0; r < 64; ++r) tma_row_block(smem_addr(atom) + r * 128, &map, blk * 64, 3 * r + 1, b);
+  }
+  mbarrier_wait(b, 0);
+  int bad = 0;
+  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+    const int r = i / 8, c = i % 8;
+    const unsigned char* want = pool + size_t(3 * r + 1) * kRowBytes + blk * 128 + c * 16;
+    const unsigned char* got = atom + r * 128 + (((c ^ r) & 7) << 4);
+    for (int j = 0; j < 16; ++j) bad += want[j] != got[j];
+  }
+  atomicAdd(mismatches, bad);
+#endif
+}
+
+template <int kMode, int kCopy>
+void run(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev, std::vector<Result>& host) {
   auto kernel = rates<kMode, kCopy>;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   for (int warm = 0; warm < 2; ++warm) {
     CHECK_CUDA(cudaMemset(dev, 0, sms * sizeof(Result)));
-    kernel<<<sms, kThreads, kSmem>>>(src, src_vecs, dev);
+    kernel<<<sms, kThreads, kSmem>>>(pool, map, dev);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
   }
@@ -183,17 +288,30 @@ void run(const uint4* src, int src_vecs, int sms, Result* dev, std::vector<Resul
   double mma = 0, copy_bpc = 0;
   for (int b = 0; b < sms; ++b) {
     mma += host[b].mma_clocks;
-    if (kCopy && host[b].copy_clocks > 0) copy_bpc += double(host[b].copy_bytes) / host[b].copy_clocks;
+    if (host[b].copy_clocks > 0) copy_bpc += double(host[b].copy_bytes) / host[b].copy_clocks;
   }
   mma /= sms;
   const int per_run = kMode == kQkSs || kMode == kQkRs ? 36 : 16;
   const double clocks = mma / (kReps * double(per_run));
   // Shared-memory bytes the wgmma reads per instruction (A from smem: 2 KB; B:
   // 2 KB for n64, 8 KB for n256).
-  const double smem_bytes = kMode == kQkSs ? 4096 : kMode == kQkRs ? 2048 : kMode == kPvRs ? 8192 : kMode == kPvSs ? 10240 : 0;
-  std::printf("%-6s %-6s clocks/wgmma %7.2f  wgmma smem B/clk %6.1f  copy B/clk/SM %6.1f\n", kModeNames[kMode],
-              kCopy ? "+copy" : "alone", kMode == kNone ? 0.0 : clocks,
-              kMode == kNone ? 0.0 : smem_bytes / clocks, kCopy ? copy_bpc / sms : 0.0);
+  const double smem_bytes = kMode == kQkSs   ? 4096
+                            : kMode == kQkRs ? 2048
+                            : kMode == kPvRs ? 8192
+                            : kMode == kPvSs ? 10240
+                                             : 0;
+  std::printf("%-6s %-8s clocks/wgmma %7.2f  wgmma smem B/clk %6.1f  copy B/clk/SM %6.1f\n", kModeNames[kMode],
+              kCopyNames[kCopy], kMode == kNone ? 0.0 : clocks, kMode == kNone ? 0.0 : smem_bytes / clocks,
+              copy_bpc / sms);
+}
+
+template <int kCopy>
+void run_all(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev, std::vector<Result>& host) {
+  if constexpr (kCopy != kNoCopy) run<kNone, kCopy>(pool, map, sms, dev, host);
+  run<kQkSs, kCopy>(pool, map, sms, dev, host);
+  run<kQkRs, kCopy>(pool, map, sms, dev, host);
+  run<kPvRs, kCopy>(pool, map, sms, dev, host);
+  run<kPvSs, kCopy>(pool, map, sms, dev, host);
 }
 
 }  // namespace
@@ -201,24 +319,56 @@ void run(const uint4* src, int src_vecs, int sms, Result* dev, std::vector<Resul
 int main() {
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int src_vecs = (16 << 20) / 16;  // 16 MB: L2-resident after the first pass
-  uint4* src = nullptr;
+  unsigned char* pool = nullptr;
   Result* dev = nullptr;
-  CHECK_CUDA(cudaMalloc(&src, src_vecs * sizeof(uint4)));
-  CHECK_CUDA(cudaMemset(src, 0x3f, src_vecs * sizeof(uint4)));
+  int* mismatches = nullptr;
+  const size_t pool_bytes = size_t(kPoolRows) * kRowBytes;
+  CHECK_CUDA(cudaMalloc(&pool, pool_bytes));
+  std::vector<unsigned char> init(pool_bytes);
+  for (size_t i = 0; i < pool_bytes; ++i) init[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+  for (size_t i = 1; i < pool_bytes; i += 2) init[i] = 0x3f;  // bf16 values near 1 (high bytes)
+  CHECK_CUDA(cudaMemcpy(pool, init.data(), pool_bytes, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMalloc(&dev, sms * sizeof(Result)));
+  CHECK_CUDA(cudaMalloc(&mismatches, sizeof(int)));
+
+  // The pool as a 2D tensor of bf16 [kPoolRows][576], boxes of 64 x 1.
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  cudaDriverEntryPointQueryResult query;
+  CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
+                                              cudaEnableDefault, &query));
+  if (encode == nullptr || query != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "wgmma_smem_rates: no cuTensorMapEncodeTiled\n");
+    return 1;
+  }
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {576, kPoolRows};
+  const cuuint64_t strides[1] = {kRowBytes};
+  const cuuint32_t box[2] = {64, 1};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult made = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, pool, dims, strides, box, elem_strides,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (made != CUDA_SUCCESS) {
+    std::fprintf(stderr, "wgmma_smem_rates: cuTensorMapEncodeTiled failed (%d)\n", static_cast<int>(made));
+    return 1;
+  }
+  for (int blk = 0; blk < 9; blk += 4) {
+    CHECK_CUDA(cudaMemset(mismatches, 0, sizeof(int)));
+    tma_layout_check<<<1, 128>>>(pool, map, blk, mismatches);
+    CHECK_CUDA(cudaGetLastError());
+    int bad = -1;
+    CHECK_CUDA(cudaMemcpy(&bad, mismatches, sizeof(int), cudaMemcpyDeviceToHost));
+    std::printf("tma layout check, column block %d: %d bytes misplaced of %d\n", blk, bad, kBlock);
+  }
+
   std::vector<Result> host(sms);
   std::printf("wgmma_smem_rates: %d SMs, %d runs per block, one block per SM\n", sms, kReps);
-  run<kQkSs, false>(src, src_vecs, sms, dev, host);
-  run<kQkRs, false>(src, src_vecs, sms, dev, host);
-  run<kPvRs, false>(src, src_vecs, sms, dev, host);
-  run<kPvSs, false>(src, src_vecs, sms, dev, host);
-  run<kNone, true>(src, src_vecs, sms, dev, host);
-  run<kQkSs, true>(src, src_vecs, sms, dev, host);
-  run<kQkRs, true>(src, src_vecs, sms, dev, host);
-  run<kPvRs, true>(src, src_vecs, sms, dev, host);
-  run<kPvSs, true>(src, src_vecs, sms, dev, host);
-  CHECK_CUDA(cudaFree(src));
+  run_all<kNoCopy>(pool, map, sms, dev, host);
+  run_all<kCpAsync>(pool, map, sms, dev, host);
+  run_all<kBulk>(pool, map, sms, dev, host);
+  run_all<kTma>(pool, map, sms, dev, host);
+  CHECK_CUDA(cudaFree(pool));
   CHECK_CUDA(cudaFree(dev));
+  CHECK_CUDA(cudaFree(mismatches));
   return 0;
 }
