@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CHECK_CUDA(call)                                                                      \
@@ -80,6 +81,19 @@ struct Result {
 
 __device__ __forceinline__ uint32_t pool_row(uint32_t i) { return (i * 2654435761u >> 7) % kPoolRows; }
 
+// mbarrier_wait with a bound: false if the phase has not completed after
+// ~4M polls (copies the hardware refused would otherwise hang the probe).
+__device__ __forceinline__ bool bounded_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t landed = 0;
+  for (int spin = 0; spin < (1 << 22) && !landed; ++spin) {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(landed)
+                 : "r"(barrier), "r"(parity)
+                 : "memory");
+  }
+  return landed != 0;
+}
+
 __device__ __forceinline__ void mbarrier_expect_tx(uint32_t barrier, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
 }
@@ -109,9 +123,18 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
   const uint32_t bar[2] = {base + kOffFlag + 8, base + kOffFlag + 16};
   constexpr int kBatch = 32 * 1024, kPieces = kBatch / 128 / 128;  // 128-byte pieces per thread and batch
   long long batches = 0;
+  bool lost = false;  // a batch never landed
   uint32_t next = blockIdx.x * 7919u + tid;
   const long long t0 = clock64();
-  for (int k = 0; !*done; ++k) {
+  for (int k = 0;; ++k) {
+    // Stop together: the warps' reads of the flag can differ, their OR not.
+    uint32_t stop;
+    asm volatile(
+        "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, 1, 128, q;\nselp.u32 %0, 1, 0, p;\n}"
+        : "=r"(stop)
+        : "r"(static_cast<uint32_t>(*done))
+        : "memory");
+    if (stop) break;
     if constexpr (kCopy == kCpAsync) {
 #pragma unroll
       for (int pass = 0; pass < kBatch / 16 / 128; ++pass) {  // 8 threads per 128-byte piece, 16 B each
@@ -122,8 +145,8 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
       cp_async_commit();
       cp_async_wait<1>();
     } else {
+      // The phase needs this arrival, so copies that land first cannot complete it.
       if (tid == 0) mbarrier_expect_tx(bar[k & 1], kBatch);
-      asm volatile("bar.sync 1, 128;" ::: "memory");
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const uint32_t piece = i * 128 + tid;
@@ -135,21 +158,21 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
           tma_row_block(dst, map, blk * 64, row, bar[k & 1]);
         }
       }
-      if (k > 0) mbarrier_wait(bar[(k - 1) & 1], ((k - 1) >> 1) & 1);
+      if (k > 0 && !bounded_wait(bar[(k - 1) & 1], ((k - 1) >> 1) & 1)) lost = true;
     }
     next += 256;
     ++batches;
   }
   if constexpr (kCopy == kCpAsync) {
     cp_async_wait<0>();
-  } else {
+  } else if (batches > 0) {
     const int k = static_cast<int>(batches) - 1;
-    mbarrier_wait(bar[k & 1], (k >> 1) & 1);
+    if (!bounded_wait(bar[k & 1], (k >> 1) & 1)) lost = true;
   }
   const long long t1 = clock64();
   if (tid == 0) {
     out[blockIdx.x].copy_clocks = t1 - t0;
-    out[blockIdx.x].copy_bytes = batches * kBatch;
+    out[blockIdx.x].copy_bytes = lost ? -1 : batches * kBatch;
   }
 #endif
 }
@@ -262,7 +285,10 @@ __global__ void tma_layout_check(const unsigned char* pool, const __grid_constan
     mbarrier_expect_tx(b, kBlock);
     for (int r = 0; r < 64; ++r) tma_row_block(smem_addr(atom) + r * 128, &map, blk * 64, 3 * r + 1, b);
   }
-  mbarrier_wait(b, 0);
+  if (!bounded_wait(b, 0)) {
+    if (threadIdx.x == 0) atomicExch(mismatches, -1);
+    return;
+  }
   int bad = 0;
   for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
     const int r = i / 8, c = i % 8;
@@ -288,6 +314,10 @@ void run(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev
   double mma = 0, copy_bpc = 0;
   for (int b = 0; b < sms; ++b) {
     mma += host[b].mma_clocks;
+    if (host[b].copy_bytes < 0) {
+      std::printf("%-6s %-8s a copy batch never landed (block %d)\n", kModeNames[kMode], kCopyNames[kCopy], b);
+      return;
+    }
     if (host[b].copy_clocks > 0) copy_bpc += double(host[b].copy_bytes) / host[b].copy_clocks;
   }
   mma /= sms;
@@ -317,6 +347,7 @@ void run_all(const unsigned char* pool, const CUtensorMap& map, int sms, Result*
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // each line out as it is printed
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   unsigned char* pool = nullptr;
@@ -352,21 +383,22 @@ int main() {
     std::fprintf(stderr, "wgmma_smem_rates: cuTensorMapEncodeTiled failed (%d)\n", static_cast<int>(made));
     return 1;
   }
-  for (int blk = 0; blk < 9; blk += 4) {
-    CHECK_CUDA(cudaMemset(mismatches, 0, sizeof(int)));
-    tma_layout_check<<<1, 128>>>(pool, map, blk, mismatches);
-    CHECK_CUDA(cudaGetLastError());
-    int bad = -1;
-    CHECK_CUDA(cudaMemcpy(&bad, mismatches, sizeof(int), cudaMemcpyDeviceToHost));
-    std::printf("tma layout check, column block %d: %d bytes misplaced of %d\n", blk, bad, kBlock);
-  }
-
   std::vector<Result> host(sms);
   std::printf("wgmma_smem_rates: %d SMs, %d runs per block, one block per SM\n", sms, kReps);
   run_all<kNoCopy>(pool, map, sms, dev, host);
   run_all<kCpAsync>(pool, map, sms, dev, host);
   run_all<kBulk>(pool, map, sms, dev, host);
   run_all<kTma>(pool, map, sms, dev, host);
+  for (int blk = 0; blk < 9; blk += 4) {
+    CHECK_CUDA(cudaMemset(mismatches, 0, sizeof(int)));
+    tma_layout_check<<<1, 128>>>(pool, map, blk, mismatches);
+    CHECK_CUDA(cudaGetLastError());
+    int bad = -1;
+    CHECK_CUDA(cudaMemcpy(&bad, mismatches, sizeof(int), cudaMemcpyDeviceToHost));
+    std::printf("tma layout check, column block %d: %s\n", blk,
+                bad < 0 ? "the boxes never landed" : (std::to_string(bad) + " bytes misplaced of 8192").c_str());
+  }
+
   CHECK_CUDA(cudaFree(pool));
   CHECK_CUDA(cudaFree(dev));
   CHECK_CUDA(cudaFree(mismatches));
