@@ -9,8 +9,8 @@
 //     none    no wgmma (the copy stream's own rate)
 //   warpgroup 1 streams copies of an L2-resident pool of 1152-byte rows
 //     (random rows, 128-byte pieces: the gather's) into a 64 KB smem region,
-//     two 32 KB batches in flight, until warpgroup 0 is done, and reports its
-//     bytes per clock. Copy engines:
+//     batches in flight, until warpgroup 0 is done, and reports its
+//     bytes per clock (16 KB batches, four in flight). Copy engines:
 //       cp.async  16-byte cp.async.cg per thread (the verify kernels' gather)
 //       bulk      128-byte cp.async.bulk (1D, unswizzled), mbarrier tx count
 //       tma       cp.async.bulk.tensor.2d, box 64 x 1 row, 128-byte swizzle,
@@ -68,7 +68,8 @@ constexpr int kOffA = 0;                  // 9 blocks: Q (A operand)
 constexpr int kOffB = 9 * kBlock;         // 9 blocks: K / V (B operand)
 constexpr int kOffCopy = 18 * kBlock;     // 64 KB: the copy stream's target
 constexpr int kCopyBytes = 64 * 1024;
-constexpr int kOffFlag = kOffCopy + kCopyBytes;  // done flag, then two mbarriers at +8, +16
+constexpr int kOffFlag = kOffCopy + kCopyBytes;  // done flag, then kInFlight mbarriers from +8
+constexpr int kInFlight = 4;                      // copy batches in flight
 constexpr int kSmem = kOffFlag + 1024 + 1024;  // + flag, + alignment slack
 constexpr int kReps = 256;                // timed runs of 36 (QK) or 16 (P V) wgmmas
 
@@ -110,9 +111,9 @@ __device__ __forceinline__ void tma_row_block(uint32_t dst, const CUtensorMap* m
       : "memory");
 }
 
-// Warpgroup 1's stream until *done: 32 KB batches of 256 random 128-byte row
+// Warpgroup 1's stream until *done: 16 KB batches of 128 random 128-byte row
 // pieces (cp.async: 8 threads per piece; bulk, tma: one thread per piece), at
-// most two batches in flight.
+// most kInFlight batches in flight.
 template <int kCopy>
 __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, unsigned char* smem, Result* out) {
 #if defined(__CUDA_ARCH__)
@@ -120,8 +121,8 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
   const uint32_t base = smem_addr(smem);
   const uint32_t to = base + kOffCopy;
   volatile int* done = reinterpret_cast<volatile int*>(smem + kOffFlag);
-  const uint32_t bar[2] = {base + kOffFlag + 8, base + kOffFlag + 16};
-  constexpr int kBatch = 32 * 1024, kPieces = kBatch / 128 / 128;  // 128-byte pieces per thread and batch
+  const auto bar = [&](int k) { return base + kOffFlag + 8 + 8 * (k % kInFlight); };
+  constexpr int kBatch = 16 * 1024, kPieces = kBatch / 128 / 128;  // 128-byte pieces per thread and batch
   long long batches = 0;
   bool lost = false;  // a batch never landed
   uint32_t next = blockIdx.x * 7919u + tid;
@@ -143,31 +144,34 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
         cp_async_16(to + (piece % 512) * 128 + chunk * 16, pool + size_t(row) * kRowBytes + blk * 128 + chunk * 16, 16);
       }
       cp_async_commit();
-      cp_async_wait<1>();
+      cp_async_wait<kInFlight - 1>();
     } else {
       // The phase needs this arrival, so copies that land first cannot complete it.
-      if (tid == 0) mbarrier_expect_tx(bar[k & 1], kBatch);
+      if (tid == 0) mbarrier_expect_tx(bar(k), kBatch);
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const uint32_t piece = i * 128 + tid;
         const uint32_t row = pool_row(next + piece), blk = piece % 9;
         const uint32_t dst = to + (piece % 512) * 128;
         if constexpr (kCopy == kBulk) {
-          bulk_copy(dst, pool + size_t(row) * kRowBytes + blk * 128, 128, bar[k & 1]);
+          bulk_copy(dst, pool + size_t(row) * kRowBytes + blk * 128, 128, bar(k));
         } else {
-          tma_row_block(dst, map, blk * 64, row, bar[k & 1]);
+          tma_row_block(dst, map, blk * 64, row, bar(k));
         }
       }
-      if (k > 0 && !bounded_wait(bar[(k - 1) & 1], ((k - 1) >> 1) & 1)) lost = true;
+      // Batch k - (kInFlight - 1) has landed: at most kInFlight in flight.
+      const int old = k - (kInFlight - 1);
+      if (old >= 0 && !bounded_wait(bar(old), (old / kInFlight) & 1)) lost = true;
     }
     next += 256;
     ++batches;
   }
   if constexpr (kCopy == kCpAsync) {
     cp_async_wait<0>();
-  } else if (batches > 0) {
-    const int k = static_cast<int>(batches) - 1;
-    if (!bounded_wait(bar[k & 1], (k >> 1) & 1)) lost = true;
+  } else {
+    for (int k = static_cast<int>(batches) - (kInFlight - 1); k < batches; ++k) {
+      if (k >= 0 && !bounded_wait(bar(k), (k / kInFlight) & 1)) lost = true;
+    }
   }
   const long long t1 = clock64();
   if (tid == 0) {
@@ -191,8 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (threadIdx.x == 0) {
     *done = 0;
-    mbarrier_init(base + kOffFlag + 8, 1);
-    mbarrier_init(base + kOffFlag + 16, 1);
+    for (int k = 0; k < kInFlight; ++k) mbarrier_init(base + kOffFlag + 8 + 8 * k, 1);
     mbarrier_init_fence();
   }
   fence_proxy_async_smem();
