@@ -15,7 +15,7 @@
 //       bulk      128-byte cp.async.bulk (1D, unswizzled), mbarrier tx count
 //       tma       cp.async.bulk.tensor.2d, box 64 x 1 row, 128-byte swizzle,
 //                 each row's block landing at its row of a [64][128 B] atom
-//   A layout check first: the tma copy of 64 rows into one atom must put
+//   Then a layout check: the tma copy of 64 rows into one atom must put
 //   chunk c of row r at chunk (c ^ r) & 7, as wgmma reads it.
 // The operands are the kernels' 128-byte-swizzled [64 rows][128 B] blocks.
 // Shared memory moves 128 B per clock per SM; qk_ss asks 4 KB per wgmma
@@ -25,10 +25,9 @@
 // Build: nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I../src
 //          -o wgmma_smem_rates wgmma_smem_rates.cu
 // Run:   ./wgmma_smem_rates        (every mode, one line each)
+#include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
-
-#include "common/mbarrier.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -95,7 +94,8 @@ __device__ __forceinline__ bool bounded_wait(uint32_t barrier, uint32_t parity) 
   return landed != 0;
 }
 
-__device__ __forceinline__ void mbarrier_expect_tx(uint32_t barrier, uint32_t bytes) {
+// One arrival that also expects `bytes` of bulk copies before the phase completes.
+__device__ __forceinline__ void arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t barrier) {
@@ -147,7 +147,7 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
       cp_async_wait<kInFlight - 1>();
     } else {
       // The phase needs this arrival, so copies that land first cannot complete it.
-      if (tid == 0) mbarrier_expect_tx(bar(k), kBatch);
+      if (tid == 0) arrive_expect_tx(bar(k), kBatch);
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const uint32_t piece = i * 128 + tid;
@@ -285,7 +285,7 @@ __global__ void tma_layout_check(const unsigned char* pool, const __grid_constan
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    mbarrier_expect_tx(b, kBlock);
+    arrive_expect_tx(b, kBlock);
     for (int r = 0; r < 64; ++r) tma_row_block(smem_addr(atom) + r * 128, &map, blk * 64, 3 * r + 1, b);
   }
   if (!bounded_wait(b, 0)) {

@@ -73,17 +73,22 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
+// The m64n64 accumulator as asm operands %0..%31 (the SS and RS forms share it).
+#define KDTREE_WGMMA_D32_LIST \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define KDTREE_WGMMA_D32_INOUT \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
 #define KDTREE_WGMMA_M64N64K16(TY)                                                   \
   asm volatile(                                                                          \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                        \
     "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                             \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-    "%32, %33, p, 1, 1, 0, %35;\n}\n"                                                 \
-    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+    KDTREE_WGMMA_D32_LIST ", %32, %33, p, 1, 1, 0, %35;\n}\n"                             \
+    : KDTREE_WGMMA_D32_INOUT                                                             \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
 // The m64n256 accumulator as asm operands %0..%127: its register list and its
@@ -140,13 +145,8 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
   asm volatile(                                                                          \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
     "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                             \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-    "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                                 \
-    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+    KDTREE_WGMMA_D32_LIST ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"               \
+    : KDTREE_WGMMA_D32_INOUT                                                             \
     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 #define KDTREE_WGMMA_M64N256K16_RS(TY)                                                   \
   asm volatile(                                                                          \
@@ -183,6 +183,8 @@ KDTREE_WGMMA_DEFINE(wgmma_m64n256k16, KDTREE_WGMMA_M64N256K16, 128, uint64_t des
 #undef KDTREE_WGMMA_M64N8K16
 #undef KDTREE_WGMMA_M64N64K16
 #undef KDTREE_WGMMA_M64N256K16
+#undef KDTREE_WGMMA_D32_LIST
+#undef KDTREE_WGMMA_D32_INOUT
 #undef KDTREE_WGMMA_D128_LIST
 #undef KDTREE_WGMMA_D128_INOUT
 
