@@ -12,7 +12,9 @@
 #   device:  scripts/ab_bench.sh run [--shapes S3,S5,S6] [--rounds 2]
 #                                    [--cmake "-DKDTREE_SM90A_SCHEDULE=PINGPONG"] main pp
 #            (carry [".ab"]; prints bench.py's line per shape and round: each
-#            version's ms, efficiency and ok / FAIL; also $OUT/ab.txt)
+#            version's ms, efficiency and ok / FAIL; also $OUT/ab.txt; then
+#            scripts/ab_summary.py's means and changes by position against
+#            the first version named, also $OUT/ab_summary.txt)
 #
 # A tree under .ab/ can also be edited by hand before the call (a probe that
 # is not committed); its COMMIT file then says what it was exported from.
@@ -20,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AB=.ab
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 export_trees() {
   [ $# -gt 0 ] || usage
@@ -92,6 +94,7 @@ run_trees() {
     grep -E '^\[S[0-9]+\]' "$out/bench-r$round.log" | tee -a "$out/ab.txt" ||
       echo "  no result (bench.py failed: $out/bench-r$round.log)" | tee -a "$out/ab.txt"
   done
+  python3 scripts/ab_summary.py "$out/ab.txt" --base "${names[0]}" | tee "$out/ab_summary.txt" || true
 }
 
 case ${1:-} in
