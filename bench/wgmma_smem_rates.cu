@@ -83,26 +83,16 @@ __device__ __forceinline__ uint32_t pool_row(uint32_t i) { return (i * 265443576
 
 // mbarrier_wait with a bound: false if the phase has not completed after
 // ~4M polls (copies the hardware refused would otherwise hang the probe).
+// (Device pass only, as mbarrier.cuh: its callers' bodies are too.)
+#if defined(__CUDA_ARCH__)
 __device__ __forceinline__ bool bounded_wait(uint32_t barrier, uint32_t parity) {
-  uint32_t landed = 0;
-  for (int spin = 0; spin < (1 << 22) && !landed; ++spin) {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(landed)
-                 : "r"(barrier), "r"(parity)
-                 : "memory");
+  for (int spin = 0; spin < (1 << 22); ++spin) {
+    if (mbarrier_try_wait(barrier, parity)) return true;
   }
-  return landed != 0;
+  return false;
 }
+#endif
 
-// One arrival that also expects `bytes` of bulk copies before the phase completes.
-__device__ __forceinline__ void arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t barrier) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(barrier)
-               : "memory");
-}
 __device__ __forceinline__ void tma_row_block(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t barrier) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
@@ -147,14 +137,14 @@ __device__ void copy_stream(const unsigned char* pool, const CUtensorMap* map, u
       cp_async_wait<kInFlight - 1>();
     } else {
       // The phase needs this arrival, so copies that land first cannot complete it.
-      if (tid == 0) arrive_expect_tx(bar(k), kBatch);
+      if (tid == 0) mbarrier_arrive_expect_tx(bar(k), kBatch);
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const uint32_t piece = i * 128 + tid;
         const uint32_t row = pool_row(next + piece), blk = piece % 9;
         const uint32_t dst = to + (piece % 512) * 128;
         if constexpr (kCopy == kBulk) {
-          bulk_copy(dst, pool + size_t(row) * kRowBytes + blk * 128, 128, bar(k));
+          bulk_copy_to_shared(dst, pool + size_t(row) * kRowBytes + blk * 128, 128, bar(k));
         } else {
           tma_row_block(dst, map, blk * 64, row, bar(k));
         }
@@ -285,7 +275,7 @@ __global__ void tma_layout_check(const unsigned char* pool, const __grid_constan
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    arrive_expect_tx(b, kBlock);
+    mbarrier_arrive_expect_tx(b, kBlock);
     for (int r = 0; r < 64; ++r) tma_row_block(smem_addr(atom) + r * 128, &map, blk * 64, 3 * r + 1, b);
   }
   if (!bounded_wait(b, 0)) {

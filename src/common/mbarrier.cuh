@@ -1,7 +1,7 @@
 // Shared-memory mbarriers (sm_90+): a phase completes once its expected
 // number of arrivals has arrived; waiters name the phase by its parity. Used
-// by the defrag copy's bulk-copy pipes and by the sm_90a ping-pong verify
-// kernel's KV stages and warpgroup hand-offs. Callers compile these only for __CUDA_ARCH__ >= 900.
+// by the defrag copy's bulk-copy pipes, the sm_90a ping-pong verify kernel's
+// KV stages and warpgroup hand-offs, and bench/wgmma_smem_rates.cu. Callers compile these only for __CUDA_ARCH__ >= 900.
 #pragma once
 
 #include <cstdint>
@@ -33,19 +33,39 @@ __device__ __forceinline__ void mbarrier_arrive_on_cp_async(uint32_t barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(barrier) : "memory");
 }
 
+// One arrival that also expects `bytes` more of bulk copies (complete_tx)
+// before the phase completes.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+}
+
+// `bytes` (a multiple of 16) from global `from` into shared `to` by the
+// bulk-copy engine; the barrier's transaction count falls by them on landing.
+__device__ __forceinline__ void bulk_copy_to_shared(uint32_t to, const void* from, uint32_t bytes, uint32_t barrier) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
+               "l"(from), "r"(bytes), "r"(barrier)
+               : "memory");
+}
+
+// Whether the phase of parity `parity` has completed (acquire), after one
+// potentially blocking poll.
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(barrier), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spins until the phase of parity `parity` has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
+  while (!mbarrier_try_wait(barrier, parity)) {
   }
 }
 

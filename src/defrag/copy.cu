@@ -369,12 +369,8 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 // `bytes` from global `from` into shared `to`; completes the barrier's phase.
 __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_t bytes,
                                           uint32_t barrier) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
-      "l"(from), "r"(bytes), "r"(barrier)
-      : "memory");
+  mbarrier_arrive_expect_tx(barrier, bytes);
+  bulk_copy_to_shared(to, from, bytes, barrier);
 }
 
 // `bytes` from shared `from` to global `to`, as one bulk group (L2 lines
