@@ -22,10 +22,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-// The same, and L2 fetches the whole 256-byte block around `src` (the
-// neighbouring chunks of a row that other threads copy next).
+// The same from src + kOffset bytes (the offset in the instruction: a
+// gather over a row's column blocks needs no address register for each),
+// and L2 fetches the whole 256-byte block around it (the neighbouring chunks
+// of a row that other threads copy next).
+template <int kOffset = 0>
 __device__ __forceinline__ void cp_async_16_l2_256(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
+               "n"(kOffset));
 }
 // kBytes-byte (4 or 8) global -> shared copy through L1; src_bytes 0 writes
 // zeros without reading, fewer than kBytes zero-fill the rest.
@@ -33,13 +37,6 @@ template <int kBytes>
 __device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src, int src_bytes) {
   static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
-}
-// Brings `bytes` (a multiple of 16, from a 16-byte aligned address) into L2
-// with the bulk-copy engine (sm_90+); nothing waits for it.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

@@ -36,8 +36,7 @@
 //     256..575) with their own full / free mbarriers, so a half is refilled
 //     as soon as its last P V is done: tile 2i's low half, 2i + 1's high
 //     half, 2i's high half, 2i + 1's low half. A pair's slot ids are loaded
-//     a pair ahead, all eight of a thread's at once (key_slot_ids), and its
-//     rows prefetched to L2 a pair ahead.
+//     a pair ahead, all eight of a thread's at once (key_slot_ids).
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
@@ -154,6 +153,16 @@ struct Sm90aBlock {
 };
 
 // ---------------------------------------------------------------------------
+// Column blocks [u0, u1) of one 16-byte chunk of a row: block u's bytes at
+// `from` + 128 u (the offset in each copy instruction) to `to` + u blocks.
+template <int kU = 0>
+__device__ __forceinline__ void copy_chunk_blocks(uint32_t to, const char* from, int src_bytes, int u0, int u1) {
+  if constexpr (kU < kDimBlocks) {
+    if (kU >= u0 && kU < u1) cp_async_16_l2_256<kU * 128>(to + kU * kBlockBytes, from, src_bytes);
+    copy_chunk_blocks<kU + 1>(to, from, src_bytes, u0, u1);
+  }
+}
+
 // Warpgroup 2: the gather. Each thread copies 16 bytes of each 64-dim block
 // of four keys per tile (`gtid` 0..127: key pass * 16 + gtid / 8, chunk
 // gtid % 8), and arrives twice on the half's full barrier: once its copies
@@ -205,21 +214,10 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
           reinterpret_cast<const char*>(rows.src[p] != nullptr ? rows.src[p] : static_cast<const T*>(a.kv_cache)) +
           lane8 * 16;
       const uint32_t to = tile + chunk_offset(key, lane8);
-#pragma unroll
-      for (int u = 0; u < kDimBlocks; ++u) {
-        if (u >= u0 && u < u1) cp_async_16_l2_256(to + u * kBlockBytes, from + u * 128, src_bytes);
-      }
+      copy_chunk_blocks(to, from, src_bytes, u0, u1);
     }
     mbarrier_arrive_on_cp_async(blk.kv_full(stage, half));
     mbarrier_arrive(blk.kv_full(stage, half));
-  };
-
-  const auto prefetch_rows = [&](const TileRows<T>& rows) {
-    if (lane8 != 0) return;
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      if (rows.src[p] != nullptr) prefetch_l2_bulk(rows.src[p], kHeadDim * sizeof(T));
-    }
   };
 
   TileRows<T> even, odd;
@@ -243,13 +241,10 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
       copy_half(odd, 1, 0, false);
     }
-    // The next pair's rows (from the ids loaded a pair ago), the slot ids of
-    // the pair after it, and an L2 prefetch of each next row (one bulk
-    // prefetch per key) while its stages are still in use.
+    // The next pair's rows (from the ids loaded a pair ago) and the slot ids
+    // of the pair after it.
     rows_of_pair(pair + 1, ids, &even, &odd);
     blk.pair_slot_ids(pair + 2, gtid, ids);
-    prefetch_rows(even);
-    prefetch_rows(odd);
   }
   allow_dependent_launch();
 }
