@@ -18,10 +18,10 @@ constexpr int kSm90aKeys = 64;
 
 // Splits of at least this many tiles run the ping-pong kernel
 // (verify_paged_sm90a_pingpong.cu), shorter ones the single score warpgroup
-// kernel (verify_paged_sm90a.cu). Measured on an H200 (session 11): the
-// ping-pong is 2-6% faster at 128 and 256 tiles per split, 1-2% slower at
-// 62-65 and 24% slower at 8-9.
-constexpr int64_t kSm90aPingPongTiles = 96;
+// kernel (verify_paged_sm90a.cu). Measured on an H200 (session 15, once the
+// ping-pong's gather stopped prefetching to L2): the ping-pong is 4-6% faster
+// at 62-65 tiles per split and 23% slower at 8-9 (its longer start).
+constexpr int64_t kSm90aPingPongTiles = 48;
 
 // Whether this library carries the sm_90a cubin (built with KDTREE_SM90A).
 bool sm90a_built();
