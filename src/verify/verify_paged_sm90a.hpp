@@ -20,7 +20,8 @@ constexpr int kSm90aKeys = 64;
 // (verify_paged_sm90a_pingpong.cu), shorter ones the single score warpgroup
 // kernel (verify_paged_sm90a.cu). Measured on an H200 (session 15, once the
 // ping-pong's gather stopped prefetching to L2): the ping-pong is 4-6% faster
-// at 62-65 tiles per split and 23% slower at 8-9 (its longer start).
+// at 62-65 tiles per split and ~2% at 48; 1%, 6%, 13% and 23% slower at 32,
+// 24, 16 and 8-9 (its longer start).
 constexpr int64_t kSm90aPingPongTiles = 48;
 
 // Whether this library carries the sm_90a cubin (built with KDTREE_SM90A).
