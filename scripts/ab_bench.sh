@@ -14,7 +14,9 @@
 #            (carry [".ab"]; prints bench.py's line per shape and round: each
 #            version's ms, efficiency and ok / FAIL; also $OUT/ab.txt; then
 #            scripts/ab_summary.py's means and changes by position against
-#            the first version named, also $OUT/ab_summary.txt)
+#            the first version named, also $OUT/ab_summary.txt; bench.py's
+#            whole output in $OUT/bench.log, each build's in build-ab-<name>/,
+#            copied to $OUT only when it fails: the device returns 8 files)
 #
 # A tree under .ab/ can also be edited by hand before the call (a probe that
 # is not committed); its COMMIT file then says what it was exported from.
@@ -62,16 +64,21 @@ run_trees() {
   local name
   for name in "${names[@]}"; do
     [ -f "$AB/$name/CMakeLists.txt" ] || { echo "ab_bench: no tree $AB/$name (run 'export' here first)" >&2; exit 2; }
+    mkdir -p "build-ab-$name"
     # shellcheck disable=SC2086  # cmake_args: several words on purpose
     ( cmake -S "$AB/$name" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF $cmake_args > "$out/build-$name.log" 2>&1 &&
-      cmake --build "build-ab-$name" -j"$jobs" --target kdtree_kernels_c >> "$out/build-$name.log" 2>&1 ) &
+          -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF $cmake_args > "build-ab-$name/ab-build.log" 2>&1 &&
+      cmake --build "build-ab-$name" -j"$jobs" --target kdtree_kernels_c >> "build-ab-$name/ab-build.log" 2>&1 ) &
   done
   local failed=0
   for job in $(jobs -p); do wait "$job" || failed=1; done
   if [ $failed = 1 ]; then
     for name in "${names[@]}"; do
-      [ -f "build-ab-$name/libkdtree_kernels_c.so" ] || { echo "ab_bench: $name did not build:" >&2; tail -20 "$out/build-$name.log" >&2; }
+      if [ ! -f "build-ab-$name/libkdtree_kernels_c.so" ]; then
+        echo "ab_bench: $name did not build:" >&2
+        tail -20 "build-ab-$name/ab-build.log" >&2
+        cp "build-ab-$name/ab-build.log" "$out/build-$name.log"
+      fi
     done
     exit 1
   fi
@@ -80,7 +87,9 @@ run_trees() {
   # by shape, in one process. The first version takes the "ours" column; the
   # rounds rotate which one that is, so each also runs first for some shapes.
   : > "$out/ab.txt"
-  local round
+  : > "$out/bench.log"
+  local round log
+  log=$(mktemp)
   for round in $(seq 1 "$rounds"); do
     local first=$(( (round - 1) % ${#names[@]} )) k
     local order=("${names[@]:first}" "${names[@]:0:first}")
@@ -90,10 +99,12 @@ run_trees() {
     KDTREE_KERNELS_LIB="$PWD/build-ab-${order[0]}/libkdtree_kernels_c.so" \
       python3 bench/bench.py --peers none --quick --shapes "$shapes" "${compare[@]}" \
               --commit "$(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "${order[0]}")" \
-              > "$out/bench-r$round.log" 2>&1 || true
-    grep -E '^\[S[0-9]+\]' "$out/bench-r$round.log" | tee -a "$out/ab.txt" ||
-      echo "  no result (bench.py failed: $out/bench-r$round.log)" | tee -a "$out/ab.txt"
+              > "$log" 2>&1 || true
+    { echo "=============== round $round ==============="; cat "$log"; } >> "$out/bench.log"
+    grep -E '^\[S[0-9]+\]' "$log" | tee -a "$out/ab.txt" ||
+      echo "  no result (bench.py failed: round $round in $out/bench.log)" | tee -a "$out/ab.txt"
   done
+  rm -f "$log"
   python3 scripts/ab_summary.py "$out/ab.txt" --base "${names[0]}" | tee "$out/ab_summary.txt" || true
 }
 
