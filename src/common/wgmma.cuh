@@ -73,10 +73,13 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
-// The m64n64 accumulator as asm operands %0..%31 (the SS and RS forms share it).
-#define KDTREE_WGMMA_D32_LIST \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+// The m64n64 accumulator as asm operands %0..%31: its registers, register
+// list and in-out constraints (the SS and RS forms share them, and the
+// m64n256 lists below begin with them).
+#define KDTREE_WGMMA_D32_REGS \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KDTREE_WGMMA_D32_LIST "{" KDTREE_WGMMA_D32_REGS "}"
 #define KDTREE_WGMMA_D32_INOUT \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -94,19 +97,15 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
 // The m64n256 accumulator as asm operands %0..%127: its register list and its
 // in-out constraints (the SS and RS forms below share them).
 #define KDTREE_WGMMA_D128_LIST \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
-  " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-  " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+  "{" KDTREE_WGMMA_D32_REGS ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
   " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
   " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
   " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
   " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
   " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 #define KDTREE_WGMMA_D128_INOUT \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  KDTREE_WGMMA_D32_INOUT, \
   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
@@ -183,6 +182,7 @@ KDTREE_WGMMA_DEFINE(wgmma_m64n256k16, KDTREE_WGMMA_M64N256K16, 128, uint64_t des
 #undef KDTREE_WGMMA_M64N8K16
 #undef KDTREE_WGMMA_M64N64K16
 #undef KDTREE_WGMMA_M64N256K16
+#undef KDTREE_WGMMA_D32_REGS
 #undef KDTREE_WGMMA_D32_LIST
 #undef KDTREE_WGMMA_D32_INOUT
 #undef KDTREE_WGMMA_D128_LIST
