@@ -61,6 +61,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/mbarrier.cuh"
+#include "common/mma.cuh"
 #include "defrag/defrag_launch.hpp"
 
 #ifndef KDTREE_DEFRAG_ROWS
@@ -362,10 +363,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) copy_rows_kernel(CopyA
 constexpr int kTmaThreads = 32 * kTmaWarps;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // `bytes` from global `from` into shared `to`; completes the barrier's phase.
 __device__ __forceinline__ void bulk_load(uint32_t to, const void* from, uint32_t bytes,
                                           uint32_t barrier) {
@@ -485,7 +482,7 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
   char** destinations = reinterpret_cast<char**>(barriers + kTmaStages);
   uint32_t* sizes = reinterpret_cast<uint32_t*>(destinations + kTmaStages);
   char* data = pipe_smem + kTmaMetaBytes;
-  for (int s = 0; s < kTmaStages; ++s) mbarrier_init(shared_address(barriers + s), 1);
+  for (int s = 0; s < kTmaStages; ++s) mbarrier_init(smem_addr(barriers + s), 1);
   mbarrier_init_fence();  // visible to the bulk-copy engine
 
   ItemCursor<Index> items(a, count, begin, end);
@@ -497,8 +494,8 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
     const int stage = static_cast<int>(issued % kTmaStages);
     destinations[stage] = item.to;
     sizes[stage] = item.bytes;
-    bulk_load(shared_address(data + stage * a.stage_bytes), item.from, item.bytes,
-              shared_address(barriers + stage));
+    bulk_load(smem_addr(data + stage * a.stage_bytes), item.from, item.bytes,
+              smem_addr(barriers + stage));
     ++issued;
     return true;
   };
@@ -507,8 +504,8 @@ __device__ __forceinline__ void run_pipe(const CopyArgs& a, int64_t count, int64
 #pragma unroll 1
   while (stored < issued) {
     const int stage = static_cast<int>(stored % kTmaStages);
-    mbarrier_wait(shared_address(barriers + stage), (stored / kTmaStages) & 1);
-    bulk_store(destinations[stage], shared_address(data + stage * a.stage_bytes), sizes[stage]);
+    mbarrier_wait(smem_addr(barriers + stage), (stored / kTmaStages) & 1);
+    bulk_store(destinations[stage], smem_addr(data + stage * a.stage_bytes), sizes[stage]);
     ++stored;
     // At most kTmaStages - 1 loads in flight: the refilled stage is the one
     // the store before the newest read.
