@@ -286,7 +286,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   const uint64_t v_own = wgmma_desc_sw128(blk.stage_addr(kWg) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
   const uint64_t v_other =
       wgmma_desc_sw128(blk.stage_addr(kOther) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
-  const uint64_t p_other = wgmma_desc_sw128(base + (kWg == 0 ? kOffP1 : kOffP0), 16, 1024);
+  const uint32_t p_other_addr = base + (kWg == 0 ? kOffP1 : kOffP0);
+  const uint64_t p_other = wgmma_desc_sw128(p_other_addr, 16, 1024);
   const uint32_t p_own = base + (kWg == 0 ? kOffP0 : kOffP1);
   const uint64_t ones_desc = blk.ones_desc();
 
@@ -477,15 +478,46 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       }
       fence_proxy_async_smem();
     };
-    // ---- O += P V for the other warpgroup's tile, P from shared memory ----
+    // ---- O += P V for the other warpgroup's tile ----
+    // Warpgroup 0 loads that P to registers by ldmatrix from where the
+    // other's store_p put it (the same fragment layout as p_pack): read once
+    // for both wgmmas of each k-step, where shared-memory operands would read
+    // it twice (the P V's and the ones column's), and shared memory is what
+    // the tile loop is short of. Warpgroup 1 reads it from shared memory: its
+    // own P is still in its P V's registers then (ptxas: C7512).
     const auto pv_other = [&]() {
-      // (The other warpgroup fenced its P writes before its arrival.)
+      if constexpr (kWg == 1) {
+        // (The other warpgroup fenced its P writes before its arrival.)
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kKeys / 16; ++ks) {
+          const uint64_t pd = p_other + ((ks * 32) >> 4);
+          wgmma_m64n256k16<T, 1>(o, pd, v_other + ((ks * 16 * 128) >> 4), 1);
+          wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        }
+        wgmma_commit();
+        return;
+      }
+      uint32_t p_oth[2][8];
+      {
+        const int m = lane / 8, r = lane % 8;
+        const uint32_t chunk0_addr = p_other_addr + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          uint32_t regs[4];
+          ldmatrix_x4(regs, chunk0_addr ^ (q << 5));
+          p_oth[0][2 * q] = regs[0];
+          p_oth[1][2 * q] = regs[1];
+          p_oth[0][2 * q + 1] = regs[2];
+          p_oth[1][2 * q + 1] = regs[3];
+        }
+      }
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint64_t pd = p_other + ((ks * 32) >> 4);
-        wgmma_m64n256k16<T, 1>(o, pd, v_other + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        const uint32_t pa[4] = {p_oth[0][2 * ks], p_oth[1][2 * ks], p_oth[0][2 * ks + 1], p_oth[1][2 * ks + 1]};
+        wgmma_m64n256k16_rs<T, 1>(o, pa, v_other + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
       }
       wgmma_commit();
     };
