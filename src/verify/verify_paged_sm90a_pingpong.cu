@@ -136,6 +136,26 @@ struct Sm90aBlock {
     pair_keys(pair, gtid, kk);
     key_slot_ids(a, req, key_end, kk, id);
   }
+  // The end of the keys that are in the split and read a slot id (none from
+  // tail_kv): a pair wholly below it is plain, its eight keys' rows need only
+  // their ids (slot_row), not key_row's other cases.
+  __device__ int64_t plain_end() const {
+    return a.tail_source == KDTREE_TAIL_FROM_EXTEND ? min(key_end, req.prefix) : key_end;
+  }
+  // pair_slot_ids for a plain pair: every key reads its id, no predicate.
+  template <class Id>
+  __device__ void plain_pair_slot_ids_as(int pair, int gtid, int64_t (&id)[8]) const {
+    const Id* at = static_cast<const Id*>(a.kv_indices) + req.kv_start + tile_key(2 * pair) + gtid / 8;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) id[i] = static_cast<int64_t>(__ldg(at + (i / 4) * kKeys + (i % 4) * 16));
+  }
+  __device__ void plain_pair_slot_ids(int pair, int gtid, int64_t (&id)[8]) const {
+    if (a.index_is_64) {
+      plain_pair_slot_ids_as<unsigned long long>(pair, gtid, id);
+    } else {
+      plain_pair_slot_ids_as<unsigned int>(pair, gtid, id);
+    }
+  }
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint32_t stage_addr(int stage) const { return base() + kOffKv + stage * kTileBytes; }
@@ -181,22 +201,41 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
   const int gtid = threadIdx.x - kScoreThreads;
   const int lane8 = gtid % 8;
 
+  // Whether pair `pair` is plain (Sm90aBlock::plain_end); block-uniform.
+  const int64_t plain_end = blk.plain_end();
+  const auto plain = [&](int pair) { return blk.tile_key(2 * pair + 2) <= plain_end; };
   // A pair's rows from its slot ids (loaded a pair before they are used;
   // keys past the split, and every key of a missing tile, read nothing).
+  // Plain pairs, all but a split's last or a request's tail, take the short
+  // path: the gather's code per pair is what every warp of the SM fetches
+  // beside the score warpgroups' loops.
   const auto rows_of_pair = [&](int pair, const int64_t (&id)[8], TileRows<T>* even, TileRows<T>* odd) {
-    int64_t kk[8];
-    blk.pair_keys(pair, gtid, kk);
+    bool bad[8];
+    if (plain(pair)) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) (i < 4 ? even : odd)->src[i % 4] = slot_row<T>(a, id[i], &bad[i]);
+    } else {
+      int64_t kk[8];
+      blk.pair_keys(pair, gtid, kk);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        (i < 4 ? even : odd)->src[i % 4] = key_row<T>(a, blk.req, blk.key_end, kk[i], id[i], false, &bad[i]);
+      }
+    }
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       TileRows<T>& rows = t == 0 ? *even : *odd;
       rows.bad = 0;
 #pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        bool bad;
-        rows.src[p] = key_row<T>(a, blk.req, blk.key_end, kk[4 * t + p], id[4 * t + p], false, &bad);
-        rows.bad |= static_cast<uint32_t>(bad) << p;
-      }
+      for (int p = 0; p < 4; ++p) rows.bad |= static_cast<uint32_t>(bad[4 * t + p]) << p;
       if (rows.bad != 0 && lane8 == 0) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+    }
+  };
+  const auto slot_ids_of_pair = [&](int pair, int64_t (&id)[8]) {
+    if (plain(pair)) {
+      blk.plain_pair_slot_ids(pair, gtid, id);
+    } else {
+      blk.pair_slot_ids(pair, gtid, id);
     }
   };
   // Blocks [b0, b1) of `rows` into `stage`; flags too with the stage's first half.
@@ -225,7 +264,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 #pragma unroll
   for (int i = 0; i < 8; ++i) ids[i] = first_ids[i];
   rows_of_pair(0, ids, &even, &odd);
-  blk.pair_slot_ids(1, gtid, ids);
+  slot_ids_of_pair(1, ids);
   for (int pair = 0; 2 * pair < num_tiles; ++pair) {
     const bool has_odd = 2 * pair + 1 < num_tiles;
     const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
@@ -244,7 +283,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
     rows_of_pair(pair + 1, ids, &even, &odd);
-    blk.pair_slot_ids(pair + 2, gtid, ids);
+    slot_ids_of_pair(pair + 2, ids);
   }
   allow_dependent_launch();
 }
