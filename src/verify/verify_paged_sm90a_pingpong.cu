@@ -20,7 +20,8 @@
 //     warp ballots), the online softmax with the portable kernel's lazy
 //     rescale, then O += P V for its own tile with P from registers (4
 //     wgmma m64n256k16) and for the other warpgroup's tile with that P from
-//     shared memory. Both must scale P by the same row maximum: warpgroup 0
+//     shared memory (warpgroup 0 loads it to registers first, by ldmatrix).
+//     Both must scale P by the same row maximum: warpgroup 0
 //     publishes its running maximum, warpgroup 1 takes the larger of it and
 //     its own tile's, and warpgroup 0 adopts that before it stores its P. So
 //     one warpgroup's softmax runs while the other's QK holds the tensor
@@ -36,7 +37,8 @@
 //     256..575) with their own full / free mbarriers, so a half is refilled
 //     as soon as its last P V is done: tile 2i's low half, 2i + 1's high
 //     half, 2i's high half, 2i + 1's low half. A pair's slot ids are loaded
-//     a pair ahead, all eight of a thread's at once (key_slot_ids).
+//     a pair ahead, all eight of a thread's at once (key_slot_ids); a pair
+//     whose keys all read a slot id takes the short path (slot_row).
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
@@ -504,12 +506,16 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // address live: that function's four addresses made ptxas spill one here,
     // and giving it this form moves the single-warpgroup kernel's SASS
     // (~4,700 lines, not measured).
-    const auto store_p = [&]() {
+    // This lane's address for call q = 0 in the P block at `p_block`; call
+    // q's is it ^ 32q (one address live across the loop: a row starts
+    // 128-byte aligned, so chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q).
+    const auto p_lane_addr = [&](uint32_t p_block) {
       // Key block j = 2q + m / 2 goes to chunk j ^ r = (m / 2 ^ r) ^ 2q.
       const int m = lane / 8, r = lane % 8;
-      // One address live across the loop: a row starts 128-byte aligned, so
-      // chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q.
-      const uint32_t chunk0_addr = p_own + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+      return p_block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+    };
+    const auto store_p = [&]() {
+      const uint32_t chunk0_addr = p_lane_addr(p_own);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
@@ -538,18 +544,15 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
         return;
       }
       uint32_t p_oth[2][8];
-      {
-        const int m = lane / 8, r = lane % 8;
-        const uint32_t chunk0_addr = p_other_addr + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+      const uint32_t chunk0_addr = p_lane_addr(p_other_addr);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          uint32_t regs[4];
-          ldmatrix_x4(regs, chunk0_addr ^ (q << 5));
-          p_oth[0][2 * q] = regs[0];
-          p_oth[1][2 * q] = regs[1];
-          p_oth[0][2 * q + 1] = regs[2];
-          p_oth[1][2 * q + 1] = regs[3];
-        }
+      for (int q = 0; q < 4; ++q) {
+        uint32_t regs[4];
+        ldmatrix_x4(regs, chunk0_addr ^ (q << 5));
+        p_oth[0][2 * q] = regs[0];
+        p_oth[1][2 * q] = regs[1];
+        p_oth[0][2 * q + 1] = regs[2];
+        p_oth[1][2 * q + 1] = regs[3];
       }
       wgmma_fence();
 #pragma unroll
