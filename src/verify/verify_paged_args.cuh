@@ -202,6 +202,17 @@ __device__ __forceinline__ void key_slot_ids(const PagedArgs& a, const Request& 
   }
 }
 
+// The KV-cache row of raw slot id `slot_id` (key_slot_id's), or nullptr with
+// *bad_slot set when the slot is out of range: key_row for a key below
+// key_end that reads its slot id, with none of its other cases.
+template <class KvElem>
+__device__ __forceinline__ const KvElem* slot_row(const PagedArgs& a, int64_t slot_id, bool* bad_slot) {
+  const int64_t slot = a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
+  const bool bad = static_cast<uint64_t>(slot) >= static_cast<uint64_t>(a.num_slots);  // or negative
+  *bad_slot = bad;
+  return bad ? nullptr : static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
+}
+
 // Address of request key `kk` (request key index) in the KV storage, given
 // its raw slot id (key_slot_id), or nullptr when it must not be read: at or past key_end,
 // or an out-of-range slot (*bad_slot set, flagged by the `report` thread).

@@ -20,7 +20,8 @@
 //     warp ballots), the online softmax with the portable kernel's lazy
 //     rescale, then O += P V for its own tile with P from registers (4
 //     wgmma m64n256k16) and for the other warpgroup's tile with that P from
-//     shared memory. Both must scale P by the same row maximum: warpgroup 0
+//     shared memory (warpgroup 0 loads it to registers first, by ldmatrix).
+//     Both must scale P by the same row maximum: warpgroup 0
 //     publishes its running maximum, warpgroup 1 takes the larger of it and
 //     its own tile's, and warpgroup 0 adopts that before it stores its P. So
 //     one warpgroup's softmax runs while the other's QK holds the tensor
@@ -36,7 +37,8 @@
 //     256..575) with their own full / free mbarriers, so a half is refilled
 //     as soon as its last P V is done: tile 2i's low half, 2i + 1's high
 //     half, 2i's high half, 2i + 1's low half. A pair's slot ids are loaded
-//     a pair ahead, all eight of a thread's at once (key_slot_ids).
+//     a pair ahead, all eight of a thread's at once (key_slot_ids); a pair
+//     whose keys all read a slot id takes the short path (slot_row).
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
@@ -136,6 +138,26 @@ struct Sm90aBlock {
     pair_keys(pair, gtid, kk);
     key_slot_ids(a, req, key_end, kk, id);
   }
+  // The end of the keys that are in the split and read a slot id (none from
+  // tail_kv): a pair wholly below it is plain, its eight keys' rows need only
+  // their ids (slot_row), not key_row's other cases.
+  __device__ int64_t plain_end() const {
+    return a.tail_source == KDTREE_TAIL_FROM_EXTEND ? min(key_end, req.prefix) : key_end;
+  }
+  // pair_slot_ids for a plain pair: every key reads its id, no predicate.
+  template <class Id>
+  __device__ void plain_pair_slot_ids_as(int pair, int gtid, int64_t (&id)[8]) const {
+    const Id* at = static_cast<const Id*>(a.kv_indices) + req.kv_start + tile_key(2 * pair) + gtid / 8;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) id[i] = static_cast<int64_t>(__ldg(at + (i / 4) * kKeys + (i % 4) * 16));
+  }
+  __device__ void plain_pair_slot_ids(int pair, int gtid, int64_t (&id)[8]) const {
+    if (a.index_is_64) {
+      plain_pair_slot_ids_as<unsigned long long>(pair, gtid, id);
+    } else {
+      plain_pair_slot_ids_as<unsigned int>(pair, gtid, id);
+    }
+  }
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint32_t stage_addr(int stage) const { return base() + kOffKv + stage * kTileBytes; }
@@ -181,22 +203,41 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
   const int gtid = threadIdx.x - kScoreThreads;
   const int lane8 = gtid % 8;
 
+  // Whether pair `pair` is plain (Sm90aBlock::plain_end); block-uniform.
+  const int64_t plain_end = blk.plain_end();
+  const auto plain = [&](int pair) { return blk.tile_key(2 * pair + 2) <= plain_end; };
   // A pair's rows from its slot ids (loaded a pair before they are used;
   // keys past the split, and every key of a missing tile, read nothing).
+  // Plain pairs, all but a split's last or a request's tail, take the short
+  // path: the gather's code per pair is what every warp of the SM fetches
+  // beside the score warpgroups' loops.
   const auto rows_of_pair = [&](int pair, const int64_t (&id)[8], TileRows<T>* even, TileRows<T>* odd) {
-    int64_t kk[8];
-    blk.pair_keys(pair, gtid, kk);
+    bool bad[8];
+    if (plain(pair)) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) (i < 4 ? even : odd)->src[i % 4] = slot_row<T>(a, id[i], &bad[i]);
+    } else {
+      int64_t kk[8];
+      blk.pair_keys(pair, gtid, kk);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        (i < 4 ? even : odd)->src[i % 4] = key_row<T>(a, blk.req, blk.key_end, kk[i], id[i], false, &bad[i]);
+      }
+    }
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       TileRows<T>& rows = t == 0 ? *even : *odd;
       rows.bad = 0;
 #pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        bool bad;
-        rows.src[p] = key_row<T>(a, blk.req, blk.key_end, kk[4 * t + p], id[4 * t + p], false, &bad);
-        rows.bad |= static_cast<uint32_t>(bad) << p;
-      }
+      for (int p = 0; p < 4; ++p) rows.bad |= static_cast<uint32_t>(bad[4 * t + p]) << p;
       if (rows.bad != 0 && lane8 == 0) raise_flag(a.error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
+    }
+  };
+  const auto slot_ids_of_pair = [&](int pair, int64_t (&id)[8]) {
+    if (plain(pair)) {
+      blk.plain_pair_slot_ids(pair, gtid, id);
+    } else {
+      blk.pair_slot_ids(pair, gtid, id);
     }
   };
   // Blocks [b0, b1) of `rows` into `stage`; flags too with the stage's first half.
@@ -225,7 +266,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 #pragma unroll
   for (int i = 0; i < 8; ++i) ids[i] = first_ids[i];
   rows_of_pair(0, ids, &even, &odd);
-  blk.pair_slot_ids(1, gtid, ids);
+  slot_ids_of_pair(1, ids);
   for (int pair = 0; 2 * pair < num_tiles; ++pair) {
     const bool has_odd = 2 * pair + 1 < num_tiles;
     const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
@@ -244,7 +285,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
     rows_of_pair(pair + 1, ids, &even, &odd);
-    blk.pair_slot_ids(pair + 2, gtid, ids);
+    slot_ids_of_pair(pair + 2, ids);
   }
   allow_dependent_launch();
 }
@@ -286,7 +327,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   const uint64_t v_own = wgmma_desc_sw128(blk.stage_addr(kWg) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
   const uint64_t v_other =
       wgmma_desc_sw128(blk.stage_addr(kOther) + kWg * kLowBlocks * kBlockBytes, kBlockBytes, 1024);
-  const uint64_t p_other = wgmma_desc_sw128(base + (kWg == 0 ? kOffP1 : kOffP0), 16, 1024);
+  const uint32_t p_other_addr = base + (kWg == 0 ? kOffP1 : kOffP0);
+  const uint64_t p_other = wgmma_desc_sw128(p_other_addr, 16, 1024);
   const uint32_t p_own = base + (kWg == 0 ? kOffP0 : kOffP1);
   const uint64_t ones_desc = blk.ones_desc();
 
@@ -464,12 +506,16 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // address live: that function's four addresses made ptxas spill one here,
     // and giving it this form moves the single-warpgroup kernel's SASS
     // (~4,700 lines, not measured).
-    const auto store_p = [&]() {
+    // This lane's address for call q = 0 in the P block at `p_block`; call
+    // q's is it ^ 32q (one address live across the loop: a row starts
+    // 128-byte aligned, so chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q).
+    const auto p_lane_addr = [&](uint32_t p_block) {
       // Key block j = 2q + m / 2 goes to chunk j ^ r = (m / 2 ^ r) ^ 2q.
       const int m = lane / 8, r = lane % 8;
-      // One address live across the loop: a row starts 128-byte aligned, so
-      // chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q.
-      const uint32_t chunk0_addr = p_own + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+      return p_block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+    };
+    const auto store_p = [&]() {
+      const uint32_t chunk0_addr = p_lane_addr(p_own);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
@@ -477,15 +523,43 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       }
       fence_proxy_async_smem();
     };
-    // ---- O += P V for the other warpgroup's tile, P from shared memory ----
+    // ---- O += P V for the other warpgroup's tile ----
+    // Warpgroup 0 loads that P to registers by ldmatrix from where the
+    // other's store_p put it (the same fragment layout as p_pack): read once
+    // for both wgmmas of each k-step, where shared-memory operands would read
+    // it twice (the P V's and the ones column's), and shared memory is what
+    // the tile loop is short of. Warpgroup 1 reads it from shared memory: its
+    // own P is still in its P V's registers then (ptxas: C7512).
     const auto pv_other = [&]() {
-      // (The other warpgroup fenced its P writes before its arrival.)
+      if constexpr (kWg == 1) {
+        // (The other warpgroup fenced its P writes before its arrival.)
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kKeys / 16; ++ks) {
+          const uint64_t pd = p_other + ((ks * 32) >> 4);
+          wgmma_m64n256k16<T, 1>(o, pd, v_other + ((ks * 16 * 128) >> 4), 1);
+          wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        }
+        wgmma_commit();
+        return;
+      }
+      uint32_t p_oth[2][8];
+      const uint32_t chunk0_addr = p_lane_addr(p_other_addr);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t regs[4];
+        ldmatrix_x4(regs, chunk0_addr ^ (q << 5));
+        p_oth[0][2 * q] = regs[0];
+        p_oth[1][2 * q] = regs[1];
+        p_oth[0][2 * q + 1] = regs[2];
+        p_oth[1][2 * q + 1] = regs[3];
+      }
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint64_t pd = p_other + ((ks * 32) >> 4);
-        wgmma_m64n256k16<T, 1>(o, pd, v_other + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        const uint32_t pa[4] = {p_oth[0][2 * ks], p_oth[1][2 * ks], p_oth[0][2 * ks + 1], p_oth[1][2 * ks + 1]};
+        wgmma_m64n256k16_rs<T, 1>(o, pa, v_other + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
       }
       wgmma_commit();
     };
