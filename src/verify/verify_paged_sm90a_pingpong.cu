@@ -543,23 +543,17 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
         wgmma_commit();
         return;
       }
-      uint32_t p_oth[2][8];
+      // ldmatrix call q yields k-step q's A fragment as store_p's call q
+      // stored it: the registers go to the wgmma as they come.
+      uint32_t pa[kKeys / 16][4];
       const uint32_t chunk0_addr = p_lane_addr(p_other_addr);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t regs[4];
-        ldmatrix_x4(regs, chunk0_addr ^ (q << 5));
-        p_oth[0][2 * q] = regs[0];
-        p_oth[1][2 * q] = regs[1];
-        p_oth[0][2 * q + 1] = regs[2];
-        p_oth[1][2 * q + 1] = regs[3];
-      }
+      for (int q = 0; q < kKeys / 16; ++q) ldmatrix_x4(pa[q], chunk0_addr ^ (q << 5));
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint32_t pa[4] = {p_oth[0][2 * ks], p_oth[1][2 * ks], p_oth[0][2 * ks + 1], p_oth[1][2 * ks + 1]};
-        wgmma_m64n256k16_rs<T, 1>(o, pa, v_other + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
+        wgmma_m64n256k16_rs<T, 1>(o, pa[ks], v_other + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16_rs<T, 0>(w, pa[ks], ones_desc, 1);
       }
       wgmma_commit();
     };
