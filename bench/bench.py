@@ -11,6 +11,11 @@
 the library (e.g. -DKDTREE_SM90A=OFF: the portable mma.sync kernel) on the same
 inputs as ours, through a handle of its own: per shape the columns "LABEL ms"
 and "LABEL eff", and a last summary line "LABEL geomean efficiency: X".
+--interleave times ours and the compared builds in one loop instead of one
+after another (each iteration calls every build once, the order rotating), so
+a drift of the card's clocks over the run reaches all of them alike: the form
+for A/B runs of one kernel's versions (scripts/ab_bench.sh). It times cold
+calls only (no graph replays).
 
 One run measures the card's ceilings (copy bandwidth, mma.sync bf16 peak), then
 for each shape S1-S8 (SPEC section 6) builds the inputs, checks ours and every
@@ -68,6 +73,8 @@ def parse_args(argv=None):
     ap.add_argument("--markdown", action="store_true", help="print the BENCHMARKS.md table")
     ap.add_argument("--shapes", default="", help="comma list of shape ids, e.g. S1,S8")
     ap.add_argument("--quick", action="store_true", help="smaller timing budgets")
+    ap.add_argument("--interleave", action="store_true",
+                    help="time ours and every --compare-lib in one interleaved loop (cold calls only)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build the shapes' metadata and print floors (numpy only)")
     ap.add_argument("--sweep-splits", action="store_true",
@@ -354,33 +361,51 @@ def gpu_run(args) -> int:
         ref_out, ref_lse = reference(sets[0])
         causal_ref = None
 
-        # ---- ours ----
+        # ---- ours, and other builds of the library (--compare-lib) ----
+        # Interleaved: each checked here, then timed together below.
+        interleave = args.interleave and bool(compares)
+        to_time = []
         if lib is None:
             res["ours"] = {"ran": False, "reason": lib_reason}
         else:
             try:
-                res["ours"], res["splits"] = run_ours(lib, sets, fl, ref_out, ref_lse, timer,
-                                                      quick, args.sweep_splits)
+                res["ours"], second = run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick,
+                                               args.sweep_splits and not interleave,
+                                               timed=not interleave)
+                if interleave:
+                    to_time.append((res["ours"], second))
+                else:
+                    res["splits"] = second
             except Exception as e:
                 traceback.print_exc()
                 res["ours"] = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
             torch.cuda.empty_cache()
-
-        # ---- other builds of the library (--compare-lib) ----
         if compares:
             res["compare"] = {}
         for label, clib, reason in compares:
             entry = {"ran": False, "reason": reason}
             if clib is not None:
                 try:
-                    entry, _ = run_ours(clib, sets, fl, ref_out, ref_lse, timer, quick, False)
-                    if res["ours"].get("ran"):
-                        entry["ours_speedup"] = entry["ms"] / res["ours"]["ms"]
+                    entry, call = run_ours(clib, sets, fl, ref_out, ref_lse, timer, quick, False,
+                                           timed=not interleave)
+                    if interleave:
+                        to_time.append((entry, call))
                 except Exception as e:
                     traceback.print_exc()
                     entry = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
                 torch.cuda.empty_cache()
             res["compare"][label] = entry
+        if to_time:
+            try:
+                time_interleaved(to_time, fl, timer, quick)
+            except Exception as e:
+                traceback.print_exc()
+                for entry, _ in to_time:
+                    entry.update({"ran": False, "reason": f"interleaved timing: {type(e).__name__}: {e}"})
+            del to_time
+        for entry in res.get("compare", {}).values():
+            if entry.get("ran") and res["ours"].get("ran"):
+                entry["ours_speedup"] = entry["ms"] / res["ours"]["ms"]
 
         # ---- peers ----
         for P in peer_classes:
@@ -481,14 +506,16 @@ def load_compare_libs(args) -> List[Tuple[str, Optional[object], str]]:
     return loaded
 
 
-def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits):
+def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits, timed=True):
     """Check and time one build of the library on one shape (ours, or one of
-    --compare-lib, which never sweeps); optionally sweep num_splits."""
+    --compare-lib, which never sweeps); optionally sweep num_splits. With
+    timed=False only the checks: the second value is then the call to time
+    (rotating over the input sets), for time_interleaved."""
     import torch
 
     from inputs import lse_max_abs, rel_frobenius
     from ours import OursRunner
-    from timing import iterations_for, median, spread
+    from timing import iterations_for, median
 
     dev = sets[0].q.device
     runners = [OursRunner(lib, s, 0) for s in sets]
@@ -533,13 +560,13 @@ def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits):
         runners[turn[0] % len(runners)]()
         turn[0] += 1
 
+    if not timed:
+        return result, rotating
     est = timer.estimate_ms(rotating)
     iters = iterations_for(est, 400.0 * quick, 10, 200)
     times = timer.cold_ms(rotating, iters)
-    ms = median(times)
-    result.update({"ms": ms, "iters": iters, "spread": spread(times),
-                   "efficiency": fl.floor_ms / ms, "gbps": fl.bytes / (ms * 1e-3) / 1e9,
-                   "tflops": fl.flops / (ms * 1e-3) / 1e12})
+    result.update(timing_fields(times, fl))
+    ms = result["ms"]
 
     if len(runners) > 1:  # a short shape: back-to-back graph replays, rotated sets
         calls = max(16, len(runners))
@@ -565,6 +592,29 @@ def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits):
             except Exception as e:
                 splits[label] = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
     return result, splits
+
+
+def timing_fields(times, fl) -> Dict:
+    """A result's timing entries from its per-call cold times (ms)."""
+    from timing import median, spread
+
+    ms = median(times)
+    return {"ms": ms, "iters": len(times), "spread": spread(times),
+            "efficiency": fl.floor_ms / ms, "gbps": fl.bytes / (ms * 1e-3) / 1e9,
+            "tflops": fl.flops / (ms * 1e-3) / 1e12}
+
+
+def time_interleaved(entries, fl, timer, quick) -> None:
+    """Time (result, call) pairs of run_ours(timed=False) in one interleaved
+    loop (Timer.cold_ms_interleaved); each result gets its timing entries."""
+    from timing import iterations_for
+
+    est = max(timer.estimate_ms(call) for _, call in entries)
+    iters = iterations_for(est, 400.0 * quick, 10, 200)
+    all_times = timer.cold_ms_interleaved([call for _, call in entries], iters)
+    for (result, _), times in zip(entries, all_times):
+        result.update(timing_fields(times, fl))
+        result["interleaved"] = True
 
 
 def summarize(shape_results) -> Dict:

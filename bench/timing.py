@@ -45,6 +45,29 @@ class Timer:
         torch.cuda.synchronize(self.device)
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
+    def cold_ms_interleaved(self, fns: Sequence[Callable[[], object]], iters: int,
+                            warmup: int = 2) -> List[List[float]]:
+        """cold_ms for several versions of one call at once: each iteration times
+        every fn once (L2 flushed before each), the order rotating by one per
+        iteration, so that all of them see the same clocks and temperature over
+        the run, whatever drifts. One list of per-call times (ms) per fn."""
+        n = len(fns)
+        for fn in fns:
+            for _ in range(warmup):
+                fn()
+        torch.cuda.synchronize(self.device)
+        starts = [[torch.cuda.Event(enable_timing=True) for _ in range(iters)] for _ in fns]
+        ends = [[torch.cuda.Event(enable_timing=True) for _ in range(iters)] for _ in fns]
+        for i in range(iters):
+            for j in range(n):
+                k = (i + j) % n
+                self.flush_l2()
+                starts[k][i].record()
+                fns[k]()
+                ends[k][i].record()
+        torch.cuda.synchronize(self.device)
+        return [[s.elapsed_time(e) for s, e in zip(starts[k], ends[k])] for k in range(n)]
+
     def estimate_ms(self, fn: Callable[[], object]) -> float:
         """One cold call's time, to size the iteration count (also a warm-up)."""
         fn()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B timing of several versions of the library in one device call: each
 # version's libkdtree_kernels_c.so built side by side, then bench/bench.py
-# --quick --compare-lib over the chosen shapes (every version on the same
-# inputs, shape by shape), the first version rotated round by round.
+# --quick --interleave --compare-lib over the chosen shapes (every version on
+# the same inputs, shape by shape, timed in one loop that calls each version
+# in turn), the first version rotated round by round.
 #
 # The lent GPU machine gets the working tree, but its git history can be
 # older than this checkout's, so versions travel as exported trees:
@@ -84,8 +85,10 @@ run_trees() {
   fi
 
   # Timing is bench.py's --compare-lib: every version on the same inputs, shape
-  # by shape, in one process. The first version takes the "ours" column; the
-  # rounds rotate which one that is, so each also runs first for some shapes.
+  # by shape, in one process, interleaved call by call (--interleave: a clock
+  # drift over the run reaches every version alike; timed one after another,
+  # the same build read up to 6% apart by position, session 18). The first
+  # version takes the "ours" column; the rounds rotate which one that is.
   : > "$out/ab.txt"
   : > "$out/bench.log"
   local round log
@@ -97,7 +100,7 @@ run_trees() {
     for k in "${order[@]:1}"; do compare+=(--compare-lib "$k=$PWD/build-ab-$k/libkdtree_kernels_c.so"); done
     echo "round $round: ours = ${order[0]} ($(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "?"))" | tee -a "$out/ab.txt"
     KDTREE_KERNELS_LIB="$PWD/build-ab-${order[0]}/libkdtree_kernels_c.so" \
-      python3 bench/bench.py --peers none --quick --shapes "$shapes" "${compare[@]}" \
+      python3 bench/bench.py --peers none --quick --interleave --shapes "$shapes" "${compare[@]}" \
               --commit "$(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "${order[0]}")" \
               > "$log" 2>&1 || true
     { echo "=============== round $round ==============="; cat "$log"; } >> "$out/bench.log"
