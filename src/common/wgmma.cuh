@@ -40,6 +40,14 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   return wgmma_desc(smem_addr, lbo_bytes, sbo_bytes, WgmmaLayout::kSwizzle128);
 }
+// `desc` with `step` 16-byte units added to its start address: a 32-bit add on
+// the low word. Shared memory addresses stay below 256 KB, so the 14-bit field
+// never carries and the high word (stride, layout) is left as it is. (A 64-bit
+// add made ptxas build each wgmma's two descriptors by a carry chain: eight
+// uniform instructions per wgmma where three do.)
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t step) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + step);
+}
 
 // Orders register writes to accumulators / fragments before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -356,7 +356,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t step = (db * kBlockBytes + ks * 32) >> 4;
-          wgmma_m64n64k16<T, 0>(s, q_desc + step, k_desc + step, !(first && db == b0 && ks == 0));
+          // (Warpgroup 1's 64-bit adds already compile to in-place increments.)
+          const uint64_t qd = kWg == 0 ? wgmma_desc_advance(q_desc, step) : q_desc + step;
+          const uint64_t kd = kWg == 0 ? wgmma_desc_advance(k_desc, step) : k_desc + step;
+          wgmma_m64n64k16<T, 0>(s, qd, kd, !(first && db == b0 && ks == 0));
         }
       }
       wgmma_commit();
