@@ -15,7 +15,7 @@ and "LABEL eff", and a last summary line "LABEL geomean efficiency: X".
 after another (each iteration calls every build once, the order rotating), so
 a drift of the card's clocks over the run reaches all of them alike: the form
 for A/B runs of one kernel's versions (scripts/ab_bench.sh). It times cold
-calls only (no graph replays).
+calls only (no graph replays, no --sweep-splits).
 
 One run measures the card's ceilings (copy bandwidth, mma.sync bf16 peak), then
 for each shape S1-S8 (SPEC section 6) builds the inputs, checks ours and every
@@ -74,7 +74,8 @@ def parse_args(argv=None):
     ap.add_argument("--shapes", default="", help="comma list of shape ids, e.g. S1,S8")
     ap.add_argument("--quick", action="store_true", help="smaller timing budgets")
     ap.add_argument("--interleave", action="store_true",
-                    help="time ours and every --compare-lib in one interleaved loop (cold calls only)")
+                    help="time ours and every --compare-lib in one interleaved loop "
+                         "(cold calls only: no graph replays, no split sweep)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build the shapes' metadata and print floors (numpy only)")
     ap.add_argument("--sweep-splits", action="store_true",
