@@ -32,18 +32,7 @@ class Timer:
 
     def cold_ms(self, fn: Callable[[], object], iters: int, warmup: int = 2) -> List[float]:
         """Per-call times (ms) of `fn` with the L2 flushed before each call."""
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize(self.device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        for i in range(iters):
-            self.flush_l2()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return self.cold_ms_interleaved([fn], iters, warmup)[0]
 
     def cold_ms_interleaved(self, fns: Sequence[Callable[[], object]], iters: int,
                             warmup: int = 2) -> List[List[float]]:

@@ -202,12 +202,18 @@ __device__ __forceinline__ void key_slot_ids(const PagedArgs& a, const Request& 
   }
 }
 
+// The slot a raw slot id (key_slot_id's) names: an int64 id as is, an int32
+// id sign-extended (negative ids stay negative, so out of range).
+__device__ __forceinline__ int64_t slot_of(const PagedArgs& a, int64_t slot_id) {
+  return a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
+}
+
 // The KV-cache row of raw slot id `slot_id` (key_slot_id's), or nullptr with
 // *bad_slot set when the slot is out of range: key_row for a key below
 // key_end that reads its slot id, with none of its other cases.
 template <class KvElem>
 __device__ __forceinline__ const KvElem* slot_row(const PagedArgs& a, int64_t slot_id, bool* bad_slot) {
-  const int64_t slot = a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
+  const int64_t slot = slot_of(a, slot_id);
   const bool bad = static_cast<uint64_t>(slot) >= static_cast<uint64_t>(a.num_slots);  // or negative
   *bad_slot = bad;
   return bad ? nullptr : static_cast<const KvElem*>(a.kv_cache) + slot * a.kv_stride_slot;
@@ -221,7 +227,7 @@ __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Reque
                                                  int64_t slot_id, bool report, bool* bad_slot) {
   // Both candidate rows are formed and one is selected, with no branch but
   // the rare flag: the gathers issue the keys of a tile without serializing.
-  const int64_t slot = a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
+  const int64_t slot = slot_of(a, slot_id);
   const bool in_split = kk < key_end;
   const bool from_tail = kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND;
   const bool bad = in_split && !from_tail && (slot < 0 || slot >= a.num_slots);
