@@ -642,10 +642,12 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // code, not one per store branch (this epilogue runs once per block, from
     // a cold instruction cache).
     const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
+    if (stores_16bit(a)) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[4 * j + 2 * half] = div(o[4 * j + 2 * half]);
-      o[4 * j + 2 * half + 1] = div(o[4 * j + 2 * half + 1]);
+      for (int j = 0; j < 64; ++j) o[4 * (j / 2) + 2 * half + j % 2] = div.product(o[4 * (j / 2) + 2 * half + j % 2]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 64; ++j) o[4 * (j / 2) + 2 * half + j % 2] = div(o[4 * (j / 2) + 2 * half + j % 2]);
     }
     const int64_t t = req.q_start + token;
     store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
