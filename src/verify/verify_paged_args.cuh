@@ -297,10 +297,11 @@ struct RowDivisor {
     const float q = x * r;
     return fmaf(fmaf(-q, d, x), r, q);
   }
-  // The product alone, for rows stored in 16 bits (stores_16bit): within an
-  // ulp of x / d, and x == d gives 1 - 2^-24, 1 or 1 + 2^-23, which bf16 and
-  // f16 round to exactly 1. A third of the division's instructions, in an
-  // epilogue that runs once per block from a cold instruction cache.
+  // The product alone, for rows stored in 16 bits (stores_16bit): within
+  // 1.5 ulp of x / d, and x == d gives 1 or 1 - 2^-24 (d r = 1 + e with
+  // |e| <= 2^-24), which bf16 and f16 round to exactly 1. A third of the
+  // division's instructions, in an epilogue that runs once per block from a
+  // cold instruction cache.
   __device__ float product(float x) const { return x * r; }
 };
 
