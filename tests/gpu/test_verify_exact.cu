@@ -34,24 +34,30 @@ PagedResult run_with_mask(PagedSpec spec, int32_t mask_kind, uint64_t seed, Entr
 }
 
 void all_ones(Report& report, Rng& rng) {
-  for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
-    PagedSpec s;
-    s.q_lens = {16, 3, 40};
-    s.prefixes = scaled<std::vector<int64_t>>({1000, 0, 70}, {250, 0, 70});
-    s.num_heads = 8;
-    s.mask_kind = KDTREE_MASK_TREE_BITS;
-    s.kv_dtype = kv;
-    s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
-    s.out_dtype = KDTREE_DTYPE_F32;
-    s.ones_values = true;
-    PagedProblem problem(s, rng);
-    for (const auto& run : kRuns) {
-      report.add_case();
-      PagedResult got = problem.run_device(run.first, run.second);
-      size_t wrong = 0;
-      for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) wrong += got.out[e] != 1.0f;
-      report.check(wrong == 0, label("all-ones values", run.first, run.second) + ": " +
-                                   std::to_string(wrong) + " outputs differ from 1");
+  // Every output dtype: rows stored in 16 bits are normalized by a product,
+  // not the refined division (RowDivisor::product), and must read 1 too.
+  const std::pair<int32_t, const char*> outs[] = {
+      {KDTREE_DTYPE_F32, "f32"}, {KDTREE_DTYPE_BF16, "bf16"}, {KDTREE_DTYPE_F16, "f16"}};
+  for (const auto& out : outs) {
+    for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
+      PagedSpec s;
+      s.q_lens = {16, 3, 40};
+      s.prefixes = scaled<std::vector<int64_t>>({1000, 0, 70}, {250, 0, 70});
+      s.num_heads = 8;
+      s.mask_kind = KDTREE_MASK_TREE_BITS;
+      s.kv_dtype = kv;
+      s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
+      s.out_dtype = out.first;
+      s.ones_values = true;
+      PagedProblem problem(s, rng);
+      for (const auto& run : kRuns) {
+        report.add_case();
+        PagedResult got = problem.run_device(run.first, run.second);
+        size_t wrong = 0;
+        for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) wrong += got.out[e] != 1.0f;
+        report.check(wrong == 0, label("all-ones values", run.first, run.second) + " " + out.second + " out: " +
+                                     std::to_string(wrong) + " outputs differ from 1");
+      }
     }
   }
 }
