@@ -635,26 +635,13 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
     const float weight = w[2 * half], l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
-    // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
-    // (The same epilogue as verify_paged_sm90a.cu's, written out in each: as
-    // one shared function it moved that kernel's register allocation.)
-    // In place, before the store picks its dtype: one copy of each form of the
-    // division, not one per store branch (this epilogue runs once per block,
-    // from a cold instruction cache); rows stored in 16 bits take the product
-    // alone (RowDivisor::product).
-    const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
-    const auto normalize = [&](auto divide) {
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        o[4 * j + 2 * half] = divide(o[4 * j + 2 * half]);
-        o[4 * j + 2 * half + 1] = divide(o[4 * j + 2 * half + 1]);
-      }
-    };
-    if (stores_16bit(a)) {
-      normalize([&](float x) { return div.product(x); });
-    } else {
-      normalize(div);
-    }
+    // Divided by the row weight in place (all-ones values give exactly 1),
+    // before the store picks its dtype: one copy of the division code, not one
+    // per store branch (this epilogue runs once per block, from a cold
+    // instruction cache). (The rest of the epilogue is written out as in
+    // verify_paged_sm90a.cu: as one shared function it moved that kernel's
+    // register allocation.)
+    normalize_row_half(a, o, half, weight);
     const int64_t t = req.q_start + token;
     store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
                       [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
