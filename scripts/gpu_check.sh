@@ -22,6 +22,11 @@
 #   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
 #   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
 #   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
+#   NCU_SHAPES=S1,S7  Nsight Compute's source counters on one verify launch per shape
+#                     (bench.py --quick; NCU_KERNEL, a regex, picks the kernel: default
+#                     the sm_90a ones): ncu_<shape>_sass.csv.gz per shape, ncu.log and
+#                     scripts/ncu_regions.py's summary, ncu_regions.txt (with BENCH=0
+#                     SANITIZE=0 the call's files stay within what a device call returns)
 #   CTEST=0           skip the ctest runs (a sanitizer-only call on a built tree)
 #   BENCH_ARGS=...    extra arguments for bench/bench.py (e.g. --sweep-splits)
 #   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
@@ -250,6 +255,21 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   fi
 fi
 
+ncu_result=""
+if [ -n "${NCU_SHAPES:-}" ] && command -v ncu >/dev/null; then
+  for shape in ${NCU_SHAPES//,/ }; do
+    rep=$OUT/ncu_$shape
+    KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python \
+      timeout 200 ncu --section WarpStateStats --section SourceCounters --import-source yes \
+      -k "regex:${NCU_KERNEL:-verify_paged_sm90a}" -c 1 -f -o "$rep" \
+      python3 bench/bench.py --shapes "$shape" --peers none --quick >> "$OUT/ncu.log" 2>&1
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass 2>> "$OUT/ncu.log" | gzip > "${rep}_sass.csv.gz"
+    rm -f "$rep.ncu-rep"
+  done
+  python3 scripts/ncu_regions.py "$OUT"/ncu_*_sass.csv.gz > "$OUT/ncu_regions.txt" 2>&1
+  ncu_result="ncu: $NCU_SHAPES (ncu_regions.txt)"
+fi
+
 {
   echo "================ gpu_check summary ================"
   [ -n "$gpu_result" ] && echo "$gpu_result"
@@ -263,6 +283,7 @@ fi
   for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done
   for row in "${sanitizer_failures[@]}"; do echo "  $row (sanitizer.log)"; done
   [ -n "$bench_result" ] && echo "$bench_result"
+  [ -n "$ncu_result" ] && echo "$ncu_result"
   grep -E "FAILED|Failed|Exception|Timeout" "$OUT/ctest.log" | grep -E "^ *[0-9]+/" | head -20
 } | tee -a "$summary"
 # Exit status: 1 when a test failed or a sanitizer job reported errors or failed.
