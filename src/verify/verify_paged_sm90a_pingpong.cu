@@ -145,6 +145,8 @@ struct Sm90aBlock {
     return a.tail_source == KDTREE_TAIL_FROM_EXTEND ? min(key_end, req.prefix) : key_end;
   }
   // pair_slot_ids for a plain pair: every key reads its id, no predicate.
+  // (pair_keys' keys written as constant offsets from one pointer: taken
+  // through pair_keys, ptxas emits 96 more instructions per kernel.)
   template <class Id>
   __device__ void plain_pair_slot_ids_as(int pair, int gtid, int64_t (&id)[8]) const {
     const Id* at = static_cast<const Id*>(a.kv_indices) + req.kv_start + tile_key(2 * pair) + gtid / 8;
