@@ -34,12 +34,28 @@ PagedResult run_with_mask(PagedSpec spec, int32_t mask_kind, uint64_t seed, Entr
   return problem.run_device(entry, splits);
 }
 
+// All-ones values: every output exactly 1, checked per output dtype.
+void check_all_ones(Report& report, PagedProblem& problem, const PagedSpec& s, const std::string& what, Entry entry,
+                    int splits) {
+  report.add_case();
+  PagedResult got = problem.run_device(entry, splits);
+  size_t wrong = 0;
+  double worst = 0.0;
+  for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) {
+    wrong += got.out[e] != 1.0f;
+    worst = std::fmax(worst, std::fabs(double(got.out[e]) - 1.0));
+  }
+  report.check(wrong == 0, label(what.c_str(), entry, splits) + ": " + std::to_string(wrong) +
+                               " outputs differ from 1 (largest |out - 1| " + std::to_string(worst) + ")");
+}
+
+const std::pair<int32_t, const char*> kOutDtypes[] = {
+    {KDTREE_DTYPE_F32, "f32"}, {KDTREE_DTYPE_BF16, "bf16"}, {KDTREE_DTYPE_F16, "f16"}};
+
 void all_ones(Report& report, Rng& rng) {
   // Every output dtype: rows stored in 16 bits are normalized by a product,
   // not the refined division (RowDivisor::product), and must read 1 too.
-  const std::pair<int32_t, const char*> outs[] = {
-      {KDTREE_DTYPE_F32, "f32"}, {KDTREE_DTYPE_BF16, "bf16"}, {KDTREE_DTYPE_F16, "f16"}};
-  for (const auto& out : outs) {
+  for (const auto& out : kOutDtypes) {
     for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
       PagedSpec s;
       s.q_lens = {16, 3, 40};
@@ -52,14 +68,27 @@ void all_ones(Report& report, Rng& rng) {
       s.ones_values = true;
       PagedProblem problem(s, rng);
       for (const auto& run : kRuns) {
-        report.add_case();
-        PagedResult got = problem.run_device(run.first, run.second);
-        size_t wrong = 0;
-        for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) wrong += got.out[e] != 1.0f;
-        report.check(wrong == 0, label("all-ones values", run.first, run.second) + " " + out.second + " out: " +
-                                     std::to_string(wrong) + " outputs differ from 1");
+        check_all_ones(report, problem, s, std::string("all-ones values, ") + out.second + " out", run.first,
+                       run.second);
       }
     }
+  }
+}
+
+// All-ones values over one long unsplit row group: the most additions into
+// one row's weight and O (131072 keys; 16384 under a sanitizer).
+void all_ones_long(Report& report, Rng& rng) {
+  for (const auto& out : kOutDtypes) {
+    PagedSpec s;
+    s.q_lens = {4};
+    s.prefixes = {scaled<int64_t>(131072, 16384)};
+    s.num_heads = 16;
+    s.mask_kind = KDTREE_MASK_CAUSAL;
+    s.out_dtype = out.first;
+    s.ones_values = true;
+    PagedProblem problem(s, rng);
+    check_all_ones(report, problem, s, std::string("all-ones values, long row, ") + out.second + " out",
+                   Entry::kProduction, 1);
   }
 }
 
@@ -204,8 +233,9 @@ int main() {
   require_gpu_or_skip("test_verify_exact");
   Rng rng(test_seed());
   Report report("test_verify_exact");
-  announce_light("test_verify_exact", "prefixes 250 / 80 / 129 instead of 1000 / 333 / 500");
+  announce_light("test_verify_exact", "prefixes 250 / 80 / 129 / 16384 instead of 1000 / 333 / 500 / 131072");
   all_ones(report, rng);
+  all_ones_long(report, rng);
   dense_causal_equals_causal(report, rng);
   encodings_agree(report, rng);
   out_of_range_slots(report, rng);
