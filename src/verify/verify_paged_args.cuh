@@ -307,7 +307,7 @@ struct RowDivisor {
 
 // Whether the call's rows go out in 16 bits: a bf16 / f16 output, or bf16
 // partial states (verify_paged.cu's partial_dtype).
-__device__ __forceinline__ bool stores_16bit(const PagedArgs& a) {
+__host__ __device__ __forceinline__ bool stores_16bit(const PagedArgs& a) {
   return a.num_splits > 1 ? a.partial_dtype != KDTREE_DTYPE_F32 : a.out_dtype != KDTREE_DTYPE_F32;
 }
 

@@ -25,9 +25,16 @@
 //     publishes its running maximum, warpgroup 1 takes the larger of it and
 //     its own tile's, and warpgroup 0 adopts that before it stores its P. So
 //     one warpgroup's softmax runs while the other's QK holds the tensor
-//     cores. P times a ones column (m64n8k16) beside each P V keeps each
-//     warpgroup's O normalized by the tensor-core sum of the same rounded P
-//     (all-ones values give exactly 1).
+//     cores. P times a ones column (m64n8k16) beside warpgroup 1's P V
+//     gives the rows' weights: the tensor-core sum of the same rounded P,
+//     so all-ones values give exactly 1. Warpgroup 0 takes those weights in
+//     the epilogue, plus what its own O took differently (w_fix: its P
+//     before a rescale to warpgroup 1's larger maximum, which warpgroup 1
+//     gets rounded again): its O and those weights then add the same values
+//     in other orders, a few fp32 ulps apart, which bf16 and f16 rows round
+//     away (test_verify_exact: all-ones values, sharp scores). Rows that
+//     go out in f32 (kF32Rows) need each warpgroup's own sum: there
+//     warpgroup 0 runs the ones column beside its P V too (1-1.5% slower).
 //     Warpgroup 0 issues the next pair's QK right behind its P V of the
 //     other tile and frees stage 1's low half when that P V is done (wait for
 //     the older wgmma group only), as FlashMLA's sm_90 kernels order them.
@@ -95,7 +102,8 @@ constexpr size_t kOffOnes = kOffP1 + kBlockBytes;            // 16 keys x 8 ones
 static_assert(kOffP0 % 1024 == 0 && kOffP1 % 1024 == 0, "P blocks: 128-byte swizzle atoms");
 constexpr size_t kOffMax = kOffOnes + 256;                   // [2][64] f32: maxima of warpgroup 0, 1
 constexpr size_t kOffSums = kOffMax + 2 * kRows * 4;         // [2][64] f32: row sums (epilogue)
-constexpr size_t kOffBadKey = kOffSums + 2 * kRows * 4;      // [2][64] u8: flagged slots per stage
+constexpr size_t kOffWeights = kOffSums + 2 * kRows * 4;     // [64] f32: warpgroup 1's row weights (epilogue)
+constexpr size_t kOffBadKey = kOffWeights + kRows * 4;       // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBarriers = kOffBadKey + 2 * kKeys;      // full[2][2], free[2][2]
 constexpr size_t kLayoutBytes = kOffBarriers + (8 + kHands) * 8;
 static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
@@ -167,6 +175,7 @@ struct Sm90aBlock {
   __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
   __device__ float* row_max(int wg) const { return reinterpret_cast<float*>(smem + kOffMax) + wg * kRows; }
   __device__ float* row_sums(int wg) const { return reinterpret_cast<float*>(smem + kOffSums) + wg * kRows; }
+  __device__ float* row_weights() const { return reinterpret_cast<float*>(smem + kOffWeights); }
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
   // Half 0 (dims 0..255) or 1 (dims 256..575) of a stage: landed / free.
   __device__ uint32_t kv_full(int stage, int half) const { return base() + kOffBarriers + (stage * 2 + half) * 8; }
@@ -296,7 +305,9 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 // Warpgroups 0 and 1 (kWg): per pair, the QK, softmax and both P V of this
 // warpgroup's output dims; then the epilogue. Each builds its own view of
 // the block, so that nothing is live across the register move before it.
-template <class T, int kWg>
+// kF32Rows: the rows go out in f32 (!stores_16bit), each warpgroup sums its
+// own weights.
+template <class T, int kWg, bool kF32Rows>
 __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned char* smem) {
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
@@ -316,7 +327,11 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
-  float w[4] = {0.f, 0.f, 0.f, 0.f};  // rounded P times ones: the rows' weights
+  // Rounded P times ones: the rows' weights (warpgroup 1; warpgroup 0 too
+  // with kF32Rows). Else warpgroup 0's weights are warpgroup 1's plus w_fix.
+  constexpr bool kOwnWeights = kWg == 1 || kF32Rows;
+  float w[4] = {0.f, 0.f, 0.f, 0.f};
+  float w_fix[2] = {0.f, 0.f};
   float m_run[2] = {kNegInf, kNegInf};  // the row maximum O, w and l are relative to
   float l_run[2] = {0.f, 0.f};          // fp32 row sums of this warpgroup's tiles
 
@@ -489,6 +504,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) w_fix[i] *= scale_old[i];  // (warpgroup 0 without kF32Rows)
     }
 
     // ---- O += P V for this warpgroup's tile, P from registers ----
@@ -498,7 +515,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       for (int ks = 0; ks < kKeys / 16; ++ks) {
         const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
         wgmma_m64n256k16_rs<T, 1>(o, pa, v_own + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);  // both: a divergent wgmma would serialize them all
+        if constexpr (kOwnWeights) wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
       }
       wgmma_commit();
     };
@@ -532,9 +549,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // Warpgroup 0 loads that P to registers by ldmatrix from where the
     // other's store_p put it (the same fragment layout as p_pack): read once
     // for both wgmmas of each k-step, where shared-memory operands would read
-    // it twice (the P V's and the ones column's), and shared memory is what
-    // the tile loop is short of. Warpgroup 1 reads it from shared memory: its
-    // own P is still in its P V's registers then (ptxas: C7512).
+    // it twice (the P V's and, with kF32Rows, the ones column's), and shared
+    // memory is what the tile loop is short of. Warpgroup 1 reads it from
+    // shared memory: its own P is still in its P V's registers then (ptxas:
+    // C7512).
     const auto pv_other = [&]() {
       if constexpr (kWg == 1) {
         // (The other warpgroup fenced its P writes before its arrival.)
@@ -558,7 +576,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
         wgmma_m64n256k16_rs<T, 1>(o, pa[ks], v_other + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16_rs<T, 0>(w, pa[ks], ones_desc, 1);
+        if constexpr (kOwnWeights) wgmma_m64n8k16_rs<T, 0>(w, pa[ks], ones_desc, 1);
       }
       wgmma_commit();
     };
@@ -579,17 +597,23 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) {  // warp-uniform branch
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
+          w_fix[half] *= factor[half];
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             const float2 p = unpack2<T>(p_pack[half][j]);
-            p_pack[half][j] = pack2<T>(p.x * factor[half], p.y * factor[half]);
+            const float2 f = make_float2(p.x * factor[half], p.y * factor[half]);
+            p_pack[half][j] = pack2<T>(f.x, f.y);
+            // This O took P, then the factor; warpgroup 1's takes (and
+            // weighs) the product rounded again.
+            const float2 r = unpack2<T>(p_pack[half][j]);
+            w_fix[half] += (f.x - r.x) + (f.y - r.y);
           }
           l_run[half] *= factor[half];
         }
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];
+        for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];  // (with kF32Rows)
       }
       store_p();
       mbarrier_arrive(blk.hand(kP0));
@@ -627,6 +651,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   for (int half = 0; half < 2; ++half) {
     const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
     if (c == 0) blk.row_sums(kWg)[warp_row0 + g + 8 * half] = l;
+    if constexpr (!kOwnWeights) w_fix[half] = quad_sum(w_fix[half]);
+    if (kWg == 1 && !kF32Rows && c == 0) blk.row_weights()[warp_row0 + g + 8 * half] = w[2 * half];
   }
   mbarrier_arrive(blk.hand(kSums));
   mbarrier_wait(blk.hand(kSums), 0);
@@ -636,7 +662,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     if (token < 0) continue;
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
-    const float weight = w[2 * half], l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
+    const float weight = kOwnWeights ? w[2 * half] : blk.row_weights()[row] + w_fix[half];
+    const float l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
     // Divided by the row weight in place (all-ones values give exactly 1),
     // before the store picks its dtype: one copy of the division code, not one
     // per store branch (this epilogue runs once per block, from a cold
@@ -654,7 +681,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   }
 }
 
-template <class T>
+template <class T, bool kF32Rows>
 __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -688,9 +715,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   } else {
     warpgroup_regs_inc<kScoreRegs>();
     if (wg == 0) {
-      score_warpgroup<T, 0>(a, smem);
+      score_warpgroup<T, 0, kF32Rows>(a, smem);
     } else {
-      score_warpgroup<T, 1>(a, smem);
+      score_warpgroup<T, 1, kF32Rows>(a, smem);
     }
   }
 #endif
@@ -700,14 +727,20 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 
 template <class T>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
-  verify_paged_sm90a_pingpong_kernel<T><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  if (stores_16bit(a)) {
+    verify_paged_sm90a_pingpong_kernel<T, false><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  } else {
+    verify_paged_sm90a_pingpong_kernel<T, true><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  }
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
 }
 
 template <class T>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
-  allow_dynamic_smem(verify_paged_sm90a_pingpong_kernel<T>, kSmemBytes, smem_optin, function,
-                     "the sm_90a ping-pong verify tiles", "verify_paged_sm90a_pingpong_kernel");
+  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, false>, verify_paged_sm90a_pingpong_kernel<T, true>}) {
+    allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a ping-pong verify tiles",
+                       "verify_paged_sm90a_pingpong_kernel");
+  }
 }
 
 template void launch_sm90a_pingpong<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

@@ -55,23 +55,58 @@ const std::pair<int32_t, const char*> kOutDtypes[] = {
 void all_ones(Report& report, Rng& rng) {
   // Every output dtype: rows stored in 16 bits are normalized by a product,
   // not the refined division (RowDivisor::product), and must read 1 too.
+  // Two score scales: the test's usual one, and a sharp one (score spread ~15
+  // in log2 units) under which the online softmax's running maximum moves by
+  // more than its lazy threshold again and again, so every rescale path runs.
   for (const auto& out : kOutDtypes) {
     for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_F16, KDTREE_DTYPE_FP8_E4M3}) {
-      PagedSpec s;
-      s.q_lens = {16, 3, 40};
-      s.prefixes = scaled<std::vector<int64_t>>({1000, 0, 70}, {250, 0, 70});
-      s.num_heads = 8;
-      s.mask_kind = KDTREE_MASK_TREE_BITS;
-      s.kv_dtype = kv;
-      s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
-      s.out_dtype = out.first;
-      s.ones_values = true;
-      PagedProblem problem(s, rng);
-      for (const auto& run : kRuns) {
-        check_all_ones(report, problem, s, std::string("all-ones values, ") + out.second + " out", run.first,
-                       run.second);
+      for (const float sm_scale : {0.0f, 1.0f}) {
+        PagedSpec s;
+        s.sm_scale = sm_scale;
+        s.q_lens = {16, 3, 40};
+        s.prefixes = scaled<std::vector<int64_t>>({1000, 0, 70}, {250, 0, 70});
+        s.num_heads = 8;
+        s.mask_kind = KDTREE_MASK_TREE_BITS;
+        s.kv_dtype = kv;
+        s.q_dtype = kv == KDTREE_DTYPE_F16 ? KDTREE_DTYPE_F16 : KDTREE_DTYPE_BF16;
+        s.out_dtype = out.first;
+        s.ones_values = true;
+        PagedProblem problem(s, rng);
+        for (const auto& run : kRuns) {
+          check_all_ones(report, problem, s,
+                         std::string("all-ones values, ") + out.second + " out" + (sm_scale > 0.f ? ", sharp" : ""),
+                         run.first, run.second);
+        }
       }
     }
+  }
+}
+
+// All-ones values with chosen scores, in log2 units (scale_log2 = 1/8): tile
+// t of the unsplit row group at level 0, 8.125, 16, 16.25 for t < 4, -100
+// after (48 tiles: the sm_90a ping-pong kernel). Under the lazy rescale
+// (threshold 8) tile 3's maximum passes tile 2's by 0.25 only after tile 2
+// kept the old one, so the P of tile 2 (2^7.875 each) is rescaled by
+// 2^-8.125 to about 0.85, near tile 3's 1, and its rounding before and
+// after that rescale moves f16 rows by ~4e-4 unless the row weights count it
+// (the ping-pong kernel's warpgroup 0 takes warpgroup 1's weights, w_fix).
+void all_ones_rescaled(Report& report, Rng& rng) {
+  for (const auto& out : kOutDtypes) {
+    PagedSpec s;
+    s.q_lens = {1};
+    s.prefixes = {48 * 64 - 1};
+    s.num_heads = 64;
+    s.mask_kind = KDTREE_MASK_CAUSAL;
+    s.out_dtype = out.first;
+    s.ones_values = true;
+    s.sm_scale = 0.125f / 1.4426950408889634f;
+    s.key_rope0 = [](int64_t key) {
+      const float level[] = {0.0f, 8.125f, 16.0f, 16.25f};
+      return 8.0f * (key / 64 < 4 ? level[key / 64] : -100.0f);  // (bf16 holds each exactly)
+    };
+    PagedProblem problem(s, rng);
+    check_all_ones(report, problem, s, std::string("all-ones values, chosen rescales, ") + out.second + " out",
+                   Entry::kProduction, 1);
   }
 }
 
@@ -235,6 +270,7 @@ int main() {
   Report report("test_verify_exact");
   announce_light("test_verify_exact", "prefixes 250 / 80 / 129 / 16384 instead of 1000 / 333 / 500 / 131072");
   all_ones(report, rng);
+  all_ones_rescaled(report, rng);
   all_ones_long(report, rng);
   dense_causal_equals_causal(report, rng);
   encodings_agree(report, rng);

@@ -105,6 +105,21 @@ void PagedProblem::generate(Rng& rng) {
   q_.assign(size_t(rows) * s.num_heads * kDim * dtype_bytes(s.q_dtype), 0);
   for (size_t e = 0; e < size_t(rows) * s.num_heads * kDim; ++e)
     encode(rng.uniform(-2.0f, 2.0f), s.q_dtype, q_.data(), e);
+  if (s.key_rope0) {
+    for (int b = 0; b < batch; ++b) {
+      for (int64_t j = 0; j < kv_indptr_[b + 1] - kv_indptr_[b]; ++j) {
+        const int64_t slot_id = indices_[size_t(kv_indptr_[b] + j)];
+        if (slot_id < 0 || slot_id >= num_slots_) continue;  // an override: nothing to set
+        const size_t slot = size_t(slot_id);
+        for (int d = kDimLatent; d < kDim; ++d)
+          encode(d == kDimLatent ? s.key_rope0(j) : 0.0f, s.kv_dtype, kv_cache_.data(), slot * kDim + d, s.kv_scale);
+      }
+    }
+    for (size_t e = 0; e < size_t(rows) * s.num_heads * kDim; ++e) {
+      const int d = int(e % kDim);
+      if (d >= kDimLatent) encode(d == kDimLatent ? 1.0f : 0.0f, s.q_dtype, q_.data(), e);
+    }
+  }
 
   // Masks in the three encodings of SPEC section 2.
   mask_row_bytes_ = (max_q_len_ + 7) / 8;

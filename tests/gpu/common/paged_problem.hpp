@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct PagedSpec {
   int64_t max_kv_len = 0;
   float sm_scale = 0.0f;
   bool ones_values = false;    // value dims of every key = 1
+  // Scores set by key (with ones_values: the softmax's rescale paths on
+  // chosen data; tail from indices): key j of each request gets rope dims
+  // (key_rope0(j), 0, ..., 0) and every query rope dims (1, 0, ..., 0), so a
+  // row's score of key j is a constant of the row plus key_rope0(j).
+  std::function<float(int64_t)> key_rope0;
   std::vector<std::vector<uint8_t>> trees;  // per request; empty: random trees
   // (position in kv_indices, value) written after generation (bad slots).
   std::vector<std::pair<int64_t, int64_t>> index_overrides;
