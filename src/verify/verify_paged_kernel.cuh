@@ -458,12 +458,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         const RowDivisor div(w > 0.f ? w / a.out_scale : 1.f);
         // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
         const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
-        // In place, before the store picks its dtype: one copy of the division
-        // code, not one per store branch.
+        // In place, before the store picks its dtype: one copy of each form of
+        // the division, not one per store branch; rows stored in 16 bits take
+        // the product alone (RowDivisor::product).
+        const auto normalize = [&](auto divide) {
 #pragma unroll
-        for (int nt = 0; nt < 16; ++nt) {
-          o_acc[mt][nt][2 * half] = div(o_acc[mt][nt][2 * half]);
-          o_acc[mt][nt][2 * half + 1] = div(o_acc[mt][nt][2 * half + 1]);
+          for (int nt = 0; nt < 16; ++nt) {
+            o_acc[mt][nt][2 * half] = divide(o_acc[mt][nt][2 * half]);
+            o_acc[mt][nt][2 * half + 1] = divide(o_acc[mt][nt][2 * half + 1]);
+          }
+        };
+        if (stores_16bit(a)) {
+          normalize([&](float x) { return div.product(x); });
+        } else {
+          normalize(div);
         }
         const int64_t t = req.q_start + token;
         store_out_row<16>(a, t, h, split, dim_quarter * 128 + 2 * c, [&](int nt) {
