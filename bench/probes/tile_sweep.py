@@ -5,7 +5,8 @@ least-squares line  time = fixed + per_tile * tiles_per_block.
 
 per_tile is the tile loop's rate per SM; fixed is everything else (launch,
 each block's start before its loop runs at that rate, the epilogue, the
-merge). Cold L2 and CUDA events as bench.py (median of --iters calls).
+merge). Cold L2 and CUDA events as bench.py (median of --iters calls); --warm
+leaves L2 as the call before left it.
 
     python3 bench/probes/tile_sweep.py --family 1,16,16 --splits 33 \
         --prefixes 131072,196608,262144,393216,524288
@@ -43,6 +44,21 @@ def fit(xs, ys):
     return a, b, float(np.max(np.abs(y - (a + b * x))))
 
 
+def warm_ms(fn, iters: int):
+    """Per-call times (ms) of back-to-back calls, each between its own events."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for start, end in pairs:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", required=True, help="B,H,q_len")
@@ -50,6 +66,8 @@ def main() -> int:
     ap.add_argument("--splits", type=int, required=True, help="num_splits passed to every call")
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--lib", default=None)
+    ap.add_argument("--warm", action="store_true",
+                    help="no L2 flush between calls (the code and metadata stay in L2)")
     args = ap.parse_args()
 
     import torch
@@ -72,7 +90,7 @@ def main() -> int:
         inp = make_input_set(case, 0, dev)
         run = OursRunner(lib, inp, args.splits)
         run.bind_workspace(torch.empty(max(run.workspace_bytes, 16), dtype=torch.uint8, device=dev))
-        ms = median(timer.cold_ms(run, args.iters))
+        ms = median(warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))
         tiles = tiles_per_block(prefix, q_len, args.splits)
         xs.append(tiles)
         ys.append(ms * 1e3)
