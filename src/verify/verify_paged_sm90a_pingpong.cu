@@ -34,7 +34,8 @@
 //     in other orders, a few fp32 ulps apart, which bf16 and f16 rows round
 //     away (test_verify_exact: all-ones values, sharp scores). Rows that
 //     go out in f32 (kF32Rows) need each warpgroup's own sum: there
-//     warpgroup 0 runs the ones column beside its P V too (1-1.5% slower).
+//     warpgroup 0 runs the ones column beside its P V too (without it the
+//     16-bit kernels are 0.5-1.6% faster; docs/perf_notes.md, session 20).
 //     Warpgroup 0 issues the next pair's QK right behind its P V of the
 //     other tile and frees stage 1's low half when that P V is done (wait for
 //     the older wgmma group only), as FlashMLA's sm_90 kernels order them.
@@ -548,11 +549,12 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // ---- O += P V for the other warpgroup's tile ----
     // Warpgroup 0 loads that P to registers by ldmatrix from where the
     // other's store_p put it (the same fragment layout as p_pack): read once
-    // for both wgmmas of each k-step, where shared-memory operands would read
-    // it twice (the P V's and, with kF32Rows, the ones column's), and shared
-    // memory is what the tile loop is short of. Warpgroup 1 reads it from
-    // shared memory: its own P is still in its P V's registers then (ptxas:
-    // C7512).
+    // for both wgmmas of each k-step with kF32Rows, where shared-memory
+    // operands would read it twice (the P V's and the ones column's), and
+    // shared memory is what the tile loop is short of. Without the ones
+    // column the P V straight from shared memory measured 0.6-1.7% slower
+    // (session 20). Warpgroup 1 reads it from shared memory: its own P is
+    // still in its P V's registers then (ptxas: C7512).
     const auto pv_other = [&]() {
       if constexpr (kWg == 1) {
         // (The other warpgroup fenced its P writes before its arrival.)
