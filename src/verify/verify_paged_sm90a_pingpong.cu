@@ -60,6 +60,7 @@
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_sm90a.hpp"
+#include "verify/verify_paged_sm90a_stamps.cuh"
 #include "verify/verify_paged_sm90a_tile.cuh"
 
 #include <cmath>
@@ -213,6 +214,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
   const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
   const int num_tiles = blk.num_tiles();
   const int gtid = threadIdx.x - kScoreThreads;
+  if (gtid == 0) KDTREE_STAMP(stamps::kGatherView, stamps::clock_after(num_tiles));
   const int lane8 = gtid % 8;
 
   // Whether pair `pair` is plain (Sm90aBlock::plain_end); block-uniform.
@@ -278,21 +280,29 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 #pragma unroll
   for (int i = 0; i < 8; ++i) ids[i] = first_ids[i];
   rows_of_pair(0, ids, &even, &odd);
+  if (gtid == 0) KDTREE_STAMP(stamps::kPair0Rows, stamps::clock_after(reinterpret_cast<long long>(even.src[0])));
   slot_ids_of_pair(1, ids);
   for (int pair = 0; 2 * pair < num_tiles; ++pair) {
     const bool has_odd = 2 * pair + 1 < num_tiles;
     const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
     copy_half(even, 0, 0, true);
+    // (Stamps of pairs 0 and 1: a probe build only.)
+    const bool stamped = gtid == 0 && pair < 2;
+    if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kFirstCopy : stamps::kPair1Copy1, stamps::clock());
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
+      if (stamped && pair == 1) KDTREE_STAMP(stamps::kPair1Copy2Free, stamps::clock());
       copy_half(odd, 1, 1, true);
+      if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy2 : stamps::kPair1Copy2, stamps::clock());
     }
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
     copy_half(even, 0, 1, false);
+    if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy3 : stamps::kPair1Copy3, stamps::clock());
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
       copy_half(odd, 1, 0, false);
+      if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy4 : stamps::kPair1Copy4, stamps::clock());
     }
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
@@ -300,6 +310,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
     slot_ids_of_pair(pair + 2, ids);
   }
   allow_dependent_launch();
+  if (gtid == 0) KDTREE_STAMP(stamps::kGatherEnd, stamps::clock());
 }
 
 // ---------------------------------------------------------------------------
@@ -383,6 +394,9 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       wgmma_commit();
     };
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
+    if (pair == 0 && threadIdx.x % kGroup == 0) {
+      KDTREE_STAMP(kWg == 0 ? stamps::kWg0FirstHalf : stamps::kWg1FirstHalf, stamps::clock());
+    }
     fence_proxy_async_acquire_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     if (kWg == 0) {
       qk_blocks(0, kLowBlocks, true);
@@ -587,6 +601,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       pv_own();
       // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
       mbarrier_wait(blk.hand(kMaxB), pair & 1);
+      if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kPair0Maxima, stamps::clock());
       float factor[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -645,6 +660,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     }
   }
   wgmma_wait<0>();
+  if (threadIdx.x % kGroup == 0) KDTREE_STAMP(kWg == 0 ? stamps::kWg0LoopEnd : stamps::kWg1LoopEnd, stamps::clock());
 
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
@@ -681,6 +697,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
   }
+  if (threadIdx.x % kGroup == 0) {
+    KDTREE_STAMP(kWg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
+    if (kWg == 0) KDTREE_STAMP(stamps::kWg0EndGlobal, stamps::global_time());
+  }
 }
 
 template <class T, bool kF32Rows>
@@ -689,9 +709,14 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   int64_t first_ids[8] = {};  // gather threads: pair 0's slot ids, in flight across the block barrier
+  if (threadIdx.x == 0) {
+    KDTREE_STAMP(stamps::kEntryGlobal, stamps::global_time());
+    KDTREE_STAMP(stamps::kEntryClock, stamps::clock());
+  }
   {
     const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0);
     if (!blk.live()) return;
+    if (threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(blk.key_end));
     if (threadIdx.x >= kScoreThreads) blk.pair_slot_ids(0, threadIdx.x - kScoreThreads, first_ids);
     if (threadIdx.x < 64) reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
     if (threadIdx.x < 4) {
@@ -705,6 +730,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     mbarrier_init_fence();
   }
   __syncthreads();  // barriers initialised, ones written
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());
 
   // Warpgroup (broadcast from lane 0 so the compiler sees it warp-uniform).
   // Each role keeps its registers inside its own function (the epilogues
@@ -735,6 +761,9 @@ void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
     verify_paged_sm90a_pingpong_kernel<T, true><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
   }
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
+#if KDTREE_SM90A_STAMPS
+  stamps::print_after_launch(grid_of(a), stream);
+#endif
 }
 
 template <class T>

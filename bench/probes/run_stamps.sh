@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The sm_90a ping-pong kernel's per-block timeline on the GPU machine: builds the
+# library for sm_90 with -DKDTREE_SM90A_STAMPS=ON (build-stamps/), runs bench.py
+# --quick on each shape with KDTREE_PROBE_STAMPS=30 (the 30th launch, a cold-L2
+# timing call, prints its stamps) and summarizes them (stamps_summary.py).
+#   bash bench/probes/run_stamps.sh S1:63 S7:65     (shape:tiles per block)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+log=${TMPDIR:-/tmp}/stamps
+mkdir -p "$log"
+cmake -S . -B build-stamps -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
+  -DKDTREE_SM90A_STAMPS=ON -DKDTREE_BUILD_TESTS=OFF -DKDTREE_BUILD_TOOLS=OFF -DKDTREE_BUILD_EXAMPLES=OFF \
+  > "$log/build.log" 2>&1 &&
+  cmake --build build-stamps -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
+  { echo "run_stamps: build failed"; tail -20 "$log/build.log"; exit 1; }
+export KDTREE_KERNELS_LIB=$PWD/build-stamps/libkdtree_kernels_c.so
+for spec in "${@:-S1:63}"; do
+  shape=${spec%%:*} tiles=${spec#*:}
+  KDTREE_PROBE_STAMPS=30 timeout 120 python3 bench/bench.py --shapes "$shape" --peers none --quick \
+    > "$log/$shape.log" 2>&1
+  echo "== $shape: $(grep -m1 "^\[$shape\]" "$log/$shape.log" | cut -c1-90)"
+  python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles"
+done

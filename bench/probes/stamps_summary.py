@@ -1,0 +1,104 @@
+"""Per-block phases of the sm_90a ping-pong kernel from a stamps build's STAMP lines
+(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 24
+points by number). Each line is one block: %globaltimer at its entry (0) and at
+warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
+SM clock's rate comes from each block's two pairs; every point is printed as the
+median, min and max over the blocks of the microseconds since the block's entry.
+
+    python3 bench/probes/stamps_summary.py LOG [--tiles N]
+(--tiles: the blocks' tiles, for warpgroup 0's loop time per tile)
+"""
+
+import argparse
+import statistics
+import sys
+from typing import Dict, List, Sequence
+
+# Point numbers (verify_paged_sm90a_stamps.cuh) and what the report calls them.
+ENTRY_GLOBAL, ENTRY_CLOCK, WG0_END_GLOBAL = 0, 8, 9
+POINTS = [
+    (10, "prologue: request loaded"),
+    (11, "block barrier passed"),
+    (12, "gather: its own view of the block loaded"),
+    (13, "gather: pair 0's rows computed"),
+    (1, "gather: pair 0, copy 1 issued"),
+    (16, "gather: pair 0, copy 2 issued"),
+    (17, "gather: pair 0, copy 3 issued"),
+    (18, "gather: pair 0, copy 4 issued"),
+    (2, "wg0: first half landed"),
+    (14, "wg1: first half landed"),
+    (15, "wg0: pair 0's maxima from wg1"),
+    (19, "gather: pair 1, copy 1 issued"),
+    (20, "gather: pair 1, copy 2's half free"),
+    (21, "gather: pair 1, copy 2 issued"),
+    (22, "gather: pair 1, copy 3 issued"),
+    (23, "gather: pair 1, copy 4 issued"),
+    (3, "wg0: loop end"),
+    (5, "wg1: loop end"),
+    (7, "gather: end"),
+    (4, "wg0: epilogue end"),
+    (6, "wg1: epilogue end"),
+]
+WG0_LOOP_END, WG0_EPILOGUE_END, WG1_LOOP_END, WG1_EPILOGUE_END, GATHER_END = 3, 4, 5, 6, 7
+WG0_FIRST_HALF = 2
+
+
+def parse(lines: Sequence[str]) -> List[List[int]]:
+    """The 24 values of every STAMP line."""
+    rows = []
+    for line in lines:
+        if line.startswith("STAMP "):
+            values = [int(v) for v in line.split()[2:]]
+            if len(values) != 24:
+                raise ValueError(f"a STAMP line with {len(values)} values, not 24: {line.strip()}")
+            rows.append(values)
+    return rows
+
+
+def summarize(rows: List[List[int]], tiles: int = 0) -> Dict[str, object]:
+    """Clock rate (GHz), kernel span (us), and per point [median, min, max] in us since entry."""
+    ghz = statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
+                            for r in rows)
+
+    def us(clocks: float) -> float:
+        return clocks / ghz / 1e3
+
+    def stats(values: List[float]) -> List[float]:
+        return [statistics.median(values), min(values), max(values)]
+
+    t0 = min(r[ENTRY_GLOBAL] for r in rows)
+    ends = [(r[ENTRY_GLOBAL] - t0) / 1e3 + us(max(r[WG0_EPILOGUE_END], r[WG1_EPILOGUE_END], r[GATHER_END])
+                                                - r[ENTRY_CLOCK]) for r in rows]
+    points = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
+    for point, name in POINTS:
+        points[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
+    points["wg0: epilogue (from its loop end)"] = stats([us(r[WG0_EPILOGUE_END] - r[WG0_LOOP_END]) for r in rows])
+    points["wg1: epilogue (from its loop end)"] = stats([us(r[WG1_EPILOGUE_END] - r[WG1_LOOP_END]) for r in rows])
+    out = {"blocks": len(rows), "ghz": ghz, "span_us": max(ends), "points": points}
+    if tiles:
+        out["loop_us_per_tile"] = statistics.median(us(r[WG0_LOOP_END] - r[WG0_FIRST_HALF]) / tiles for r in rows)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("log")
+    ap.add_argument("--tiles", type=int, default=0)
+    args = ap.parse_args()
+    with open(args.log) as f:
+        rows = parse(f.readlines())
+    if not rows:
+        print(f"{args.log}: no STAMP lines (a build with -DKDTREE_SM90A_STAMPS=ON and KDTREE_PROBE_STAMPS=n?)")
+        return 1
+    s = summarize(rows, args.tiles)
+    print(f"{s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; kernel span (first entry to last block's end) "
+          f"{s['span_us']:.1f} us; us after each block's entry:")
+    for name, (med, lo, hi) in s["points"].items():
+        print(f"  {name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
+    if args.tiles:
+        print(f"  wg0's loop per tile ({args.tiles} tiles, from its first half) {s['loop_us_per_tile']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+// Per-block timeline stamps of the sm_90a ping-pong kernel, for a probe build
+// only (-DKDTREE_SM90A_STAMPS=ON; bench/probes/run_stamps.sh). One thread of
+// each role records %clock64 at the points below of its path, and
+// %globaltimer at the block's entry and warpgroup 0's end, into a device
+// array; after the verify launch numbered $KDTREE_PROBE_STAMPS a one-thread
+// kernel prints each block's row ("STAMP block v0 .. v23"), which
+// bench/probes/stamps_summary.py turns into per-phase medians. In every other
+// build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
+// (docs/perf_notes.md, session 20: where a call's fixed cost goes.)
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace kdtree::verify::stamps {
+
+// Slot numbers of the points (stamps_summary.py reads them by number).
+enum Point : int {
+  kEntryGlobal = 0,     // %globaltimer at the block's entry
+  kFirstCopy = 1,       // the gather's first copy of pair 0 issued
+  kWg0FirstHalf = 2,    // warpgroup 0's first stage half landed
+  kWg0LoopEnd = 3,      // warpgroup 0's last wgmma done
+  kWg0EpilogueEnd = 4,  // warpgroup 0's stores issued
+  kWg1LoopEnd = 5,
+  kWg1EpilogueEnd = 6,
+  kGatherEnd = 7,
+  kEntryClock = 8,      // %clock64 at the block's entry: the others count from it
+  kWg0EndGlobal = 9,    // %globaltimer with kWg0EpilogueEnd (the SM clock's rate)
+  kRequestLoaded = 10,  // the prologue's view of the block loaded
+  kBarrier = 11,        // the block barrier passed
+  kGatherView = 12,     // the gather's own view loaded
+  kPair0Rows = 13,      // pair 0's rows computed from its slot ids
+  kWg1FirstHalf = 14,
+  kPair0Maxima = 15,    // warpgroup 0 has pair 0's maxima from warpgroup 1
+  kPair0Copy2 = 16,     // pair 0's second, third, fourth copy issued
+  kPair0Copy3 = 17,
+  kPair0Copy4 = 18,
+  kPair1Copy1 = 19,     // pair 1's first copy issued
+  kPair1Copy2Free = 20, // pair 1's second copy: its stage half free
+  kPair1Copy2 = 21,
+  kPair1Copy3 = 22,
+  kPair1Copy4 = 23,
+  kPoints = 24
+};
+constexpr unsigned kMaxBlocks = 4096;  // blocks past it record nothing
+static_assert(kPoints == 24, "a STAMP line prints 24 values");
+
+}  // namespace kdtree::verify::stamps
+
+#if KDTREE_SM90A_STAMPS
+#include <cstdio>
+#include <cstdlib>
+
+namespace kdtree::verify::stamps {
+namespace {
+
+__device__ unsigned long long g_stamps[kMaxBlocks * kPoints];
+
+__device__ __forceinline__ unsigned long long clock() {
+  unsigned long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+  return c;
+}
+// The clock once `dep` is available (the loads it comes from landed).
+__device__ __forceinline__ unsigned long long clock_after(long long dep) {
+  unsigned long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c) : "l"(dep) : "memory");
+  return c;
+}
+__device__ __forceinline__ unsigned long long global_time() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void record(int point, unsigned long long value) {
+  const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (b < kMaxBlocks) g_stamps[b * kPoints + point] = value;
+}
+
+__global__ void print_stamps_kernel(unsigned blocks) {
+  for (unsigned b = 0; b < blocks && b < kMaxBlocks; ++b) {
+    const unsigned long long* v = g_stamps + b * kPoints;
+    printf("STAMP %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+           "%llu %llu %llu %llu %llu\n",
+           b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15],
+           v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23]);
+  }
+}
+
+// After each verify launch: the launch numbered $KDTREE_PROBE_STAMPS (from 1)
+// prints its stamps (a probe build, one host thread).
+inline void print_after_launch(dim3 grid, cudaStream_t stream) {
+  static int launches = 0;
+  const char* at = std::getenv("KDTREE_PROBE_STAMPS");
+  if (at != nullptr && ++launches == std::atoi(at)) print_stamps_kernel<<<1, 1, 0, stream>>>(grid.x * grid.y * grid.z);
+}
+
+}  // namespace
+}  // namespace kdtree::verify::stamps
+
+#define KDTREE_STAMP(point, value) ::kdtree::verify::stamps::record(point, value)
+#else
+#define KDTREE_STAMP(point, value) ((void)0)
+#endif

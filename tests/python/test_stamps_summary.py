@@ -1,0 +1,51 @@
+"""bench/probes/stamps_summary.py (the stamps build's per-block timeline, no GPU) on
+synthetic STAMP lines: parsing, the SM clock's rate from a block's two timer pairs,
+microseconds since each block's entry, and the kernel span across blocks."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("stamps_summary", ROOT / "bench" / "probes" / "stamps_summary.py")
+stamps_summary = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(stamps_summary)
+
+GHZ = 1.7  # clocks per ns
+
+
+def block_line(block, entry_ns, entry_clock=10_000):
+    """One block: point p at (p + 1) us after entry, warpgroup 0 ending at 120 us."""
+    v = [entry_clock + int((p + 1) * 1000 * GHZ) for p in range(24)]
+    v[0], v[8] = entry_ns, entry_clock
+    v[4] = entry_clock + int(120_000 * GHZ)           # warpgroup 0's end
+    v[9] = entry_ns + 120_000                         # ... by the global timer
+    v[3] = entry_clock + int(100_000 * GHZ)           # its loop end
+    v[2] = entry_clock + int(4_000 * GHZ)             # its first half
+    return "STAMP %d %s\n" % (block, " ".join(map(str, v)))
+
+
+def test_parse_keeps_stamp_lines_only():
+    lines = ["[S1] ours 0.1 ms\n", block_line(0, 1000), "noise\n", block_line(1, 1200)]
+    rows = stamps_summary.parse(lines)
+    assert len(rows) == 2 and all(len(r) == 24 for r in rows)
+
+
+def test_parse_rejects_a_short_line():
+    with pytest.raises(ValueError):
+        stamps_summary.parse(["STAMP 0 1 2 3\n"])
+
+
+def test_summary_times_since_entry():
+    rows = stamps_summary.parse([block_line(0, 1_000_000), block_line(1, 1_000_500)])
+    s = stamps_summary.summarize(rows, tiles=64)
+    assert s["blocks"] == 2
+    assert s["ghz"] == pytest.approx(GHZ, rel=1e-6)
+    points = s["points"]
+    assert points["entry after the first block's"] == pytest.approx([0.25, 0.0, 0.5])
+    assert points["block barrier passed"][0] == pytest.approx(12.0, abs=1e-3)  # point 11
+    assert points["wg0: epilogue (from its loop end)"][0] == pytest.approx(20.0, abs=1e-3)
+    assert s["loop_us_per_tile"] == pytest.approx(96.0 / 64, abs=1e-5)
+    # The last block ends 0.5 us after the first began, 120 us after its own entry.
+    assert s["span_us"] == pytest.approx(120.5, abs=1e-3)
