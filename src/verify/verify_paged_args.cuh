@@ -311,6 +311,25 @@ __host__ __device__ __forceinline__ bool stores_16bit(const PagedArgs& a) {
   return a.num_splits > 1 ? a.partial_dtype != KDTREE_DTYPE_F32 : a.out_dtype != KDTREE_DTYPE_F32;
 }
 
+// The divisor of a row with weight `weight` (P times ones): out_scale applies
+// here (fp8 KV went to the tensor cores unscaled); no visible key divides by 1.
+__device__ __forceinline__ RowDivisor row_divisor(const PagedArgs& a, float weight) {
+  return RowDivisor(weight > 0.f ? weight / a.out_scale : 1.f);
+}
+
+// A row's values divided by `div` (all-ones values give exactly 1):
+// normalize(divide) runs once, with RowDivisor's product when the rows go out
+// in 16 bits, else with its refined division (one copy of each form, before
+// the store picks its dtype).
+template <class Normalize>
+__device__ __forceinline__ void normalize_row(const PagedArgs& a, const RowDivisor& div, const Normalize& normalize) {
+  if (stores_16bit(a)) {
+    normalize([&](float x) { return div.product(x); });
+  } else {
+    normalize(div);
+  }
+}
+
 // Output dims dim0 + 8j and dim0 + 8j + 1 (j < kPairs) of global query row t,
 // head h, their values pair(j) (a float2, already normalized): to out when
 // the call has one split, else to split `split`'s partial state (written for

@@ -452,27 +452,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         float l = 0.f;
 #pragma unroll
         for (int ks = 0; ks < Cfg::kKeySlices; ++ks) l += blk.red_sum()[ks * kBlockM + row];
-        // Divided (RowDivisor) by the row weight: all-ones values give exactly 1.
-        // fp8 KV was fed to the tensor cores unscaled: kv_scale applies here.
-        const float w = blk.row_weight()[row];
-        const RowDivisor div(w > 0.f ? w / a.out_scale : 1.f);
+        // Divided by the row weight (row_divisor: fp8 KV was fed to the
+        // tensor cores unscaled, kv_scale applies there).
+        const RowDivisor div = row_divisor(a, blk.row_weight()[row]);
         // l == 0: no visible key. A NaN l (NaN in q or a key) propagates, in every split.
         const float lse = l != 0.f ? (blk.row_max()[row] + log2f(l)) * 0.69314718055994531f : kNegInf;
-        // In place, before the store picks its dtype: one copy of each form of
-        // the division, not one per store branch; rows stored in 16 bits take
-        // the product alone (RowDivisor::product).
-        const auto normalize = [&](auto divide) {
+        // In place, before the store picks its dtype.
+        normalize_row(a, div, [&](auto divide) {
 #pragma unroll
           for (int nt = 0; nt < 16; ++nt) {
             o_acc[mt][nt][2 * half] = divide(o_acc[mt][nt][2 * half]);
             o_acc[mt][nt][2 * half + 1] = divide(o_acc[mt][nt][2 * half + 1]);
           }
-        };
-        if (stores_16bit(a)) {
-          normalize([&](float x) { return div.product(x); });
-        } else {
-          normalize(div);
-        }
+        });
         const int64_t t = req.q_start + token;
         store_out_row<16>(a, t, h, split, dim_quarter * 128 + 2 * c, [&](int nt) {
           return make_float2(o_acc[mt][nt][2 * half], o_acc[mt][nt][2 * half + 1]);

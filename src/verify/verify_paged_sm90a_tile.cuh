@@ -134,23 +134,16 @@ __device__ __forceinline__ float exp_pack(const float (&s)[32], int half, float 
 }
 
 // Row half `half` of a score warpgroup's O (o[4j + 2 half], o[4j + 2 half +
-// 1], j < 32: 256 output dims) divided by the row's weight, in place: by
-// RowDivisor's product when the rows go out in 16 bits, else by its refined
-// division. All-ones values give exactly 1 either way.
+// 1], j < 32: 256 output dims) divided by the row's weight, in place
+// (normalize_row).
 __device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o)[128], int half, float weight) {
-  const RowDivisor div(weight > 0.f ? weight / a.out_scale : 1.f);
-  const auto normalize = [&](auto divide) {
+  normalize_row(a, row_divisor(a, weight), [&](auto divide) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       o[4 * j + 2 * half] = divide(o[4 * j + 2 * half]);
       o[4 * j + 2 * half + 1] = divide(o[4 * j + 2 * half + 1]);
     }
-  };
-  if (stores_16bit(a)) {
-    normalize([&](float x) { return div.product(x); });
-  } else {
-    normalize(div);
-  }
+  });
 }
 
 // P to the [64 rows][64 keys] block at p_block, four 8 x 8 blocks per
