@@ -57,6 +57,20 @@ class Timer:
         torch.cuda.synchronize(self.device)
         return [[s.elapsed_time(e) for s, e in zip(starts[k], ends[k])] for k in range(n)]
 
+    def warm_ms(self, fn: Callable[[], object], iters: int, warmup: int = 2) -> List[float]:
+        """Per-call times (ms) of `fn` called back to back, no flush: L2 holds
+        what the call before left (the code, the metadata, what fits of the data)."""
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(self.device)
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for start, end in pairs:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(self.device)
+        return [start.elapsed_time(end) for start, end in pairs]
+
     def estimate_ms(self, fn: Callable[[], object]) -> float:
         """One cold call's time, to size the iteration count (also a warm-up)."""
         fn()

@@ -44,21 +44,6 @@ def fit(xs, ys):
     return a, b, float(np.max(np.abs(y - (a + b * x))))
 
 
-def warm_ms(fn, iters: int):
-    """Per-call times (ms) of back-to-back calls, each between its own events."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for start, end in pairs:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in pairs]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", required=True, help="B,H,q_len")
@@ -90,7 +75,7 @@ def main() -> int:
         inp = make_input_set(case, 0, dev)
         run = OursRunner(lib, inp, args.splits)
         run.bind_workspace(torch.empty(max(run.workspace_bytes, 16), dtype=torch.uint8, device=dev))
-        ms = median(warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))
+        ms = median(timer.warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))
         tiles = tiles_per_block(prefix, q_len, args.splits)
         xs.append(tiles)
         ys.append(ms * 1e3)
