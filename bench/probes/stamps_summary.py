@@ -1,5 +1,5 @@
 """Per-block phases of the sm_90a ping-pong kernel from a stamps build's STAMP lines
-(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 24
+(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 26
 points by number). Each line is one block: %globaltimer at its entry (0) and at
 warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
@@ -15,10 +15,13 @@ import sys
 from typing import Dict, List, Sequence
 
 # Point numbers (verify_paged_sm90a_stamps.cuh) and what the report calls them.
+NUM_POINTS = 26  # verify_paged_sm90a_stamps.cuh's kPoints
 ENTRY_GLOBAL, ENTRY_CLOCK, WG0_END_GLOBAL = 0, 8, 9
 POINTS = [
     (10, "prologue: request loaded"),
     (11, "block barrier passed"),
+    (25, "wg0: setmaxnreg done"),
+    (24, "gather: setmaxnreg done"),
     (12, "gather: its own view of the block loaded"),
     (13, "gather: pair 0's rows computed"),
     (1, "gather: pair 0, copy 1 issued"),
@@ -44,13 +47,13 @@ WG0_FIRST_HALF = 2
 
 
 def parse(lines: Sequence[str]) -> List[List[int]]:
-    """The 24 values of every STAMP line."""
+    """The NUM_POINTS values of every STAMP line."""
     rows = []
     for line in lines:
         if line.startswith("STAMP "):
             values = [int(v) for v in line.split()[2:]]
-            if len(values) != 24:
-                raise ValueError(f"a STAMP line with {len(values)} values, not 24: {line.strip()}")
+            if len(values) != NUM_POINTS:
+                raise ValueError(f"a STAMP line with {len(values)} values, not {NUM_POINTS}: {line.strip()}")
             rows.append(values)
     return rows
 

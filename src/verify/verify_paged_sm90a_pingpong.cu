@@ -739,9 +739,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / kGroup, 0);
   if (wg == 2) {
     warpgroup_regs_dec<kGatherRegs>();
+    if (threadIdx.x == kScoreThreads) KDTREE_STAMP(stamps::kGatherRegsSet, stamps::clock());
     gather_warpgroup<T>(a, smem, first_ids);
   } else {
     warpgroup_regs_inc<kScoreRegs>();
+    if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
       score_warpgroup<T, 0, kF32Rows>(a, smem);
     } else {

@@ -17,7 +17,7 @@ GHZ = 1.7  # clocks per ns
 
 def block_line(block, entry_ns, entry_clock=10_000):
     """One block: point p at (p + 1) us after entry, warpgroup 0 ending at 120 us."""
-    v = [entry_clock + int((p + 1) * 1000 * GHZ) for p in range(24)]
+    v = [entry_clock + int((p + 1) * 1000 * GHZ) for p in range(stamps_summary.NUM_POINTS)]
     v[0], v[8] = entry_ns, entry_clock
     v[4] = entry_clock + int(120_000 * GHZ)           # warpgroup 0's end
     v[9] = entry_ns + 120_000                         # ... by the global timer
@@ -29,7 +29,7 @@ def block_line(block, entry_ns, entry_clock=10_000):
 def test_parse_keeps_stamp_lines_only():
     lines = ["[S1] ours 0.1 ms\n", block_line(0, 1000), "noise\n", block_line(1, 1200)]
     rows = stamps_summary.parse(lines)
-    assert len(rows) == 2 and all(len(r) == 24 for r in rows)
+    assert len(rows) == 2 and all(len(r) == stamps_summary.NUM_POINTS for r in rows)
 
 
 def test_parse_rejects_a_short_line():
