@@ -1,5 +1,5 @@
 """Per-block phases of the sm_90a ping-pong kernel from a stamps build's STAMP lines
-(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 26
+(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 29
 points by number). Each line is one block: %globaltimer at its entry (0) and at
 warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
@@ -15,7 +15,7 @@ import sys
 from typing import Dict, List, Sequence
 
 # Point numbers (verify_paged_sm90a_stamps.cuh) and what the report calls them.
-NUM_POINTS = 26  # verify_paged_sm90a_stamps.cuh's kPoints
+NUM_POINTS = 29  # verify_paged_sm90a_stamps.cuh's kPoints
 ENTRY_GLOBAL, ENTRY_CLOCK, WG0_END_GLOBAL = 0, 8, 9
 POINTS = [
     (10, "prologue: request loaded"),
@@ -28,6 +28,9 @@ POINTS = [
     (16, "gather: pair 0, copy 2 issued"),
     (17, "gather: pair 0, copy 3 issued"),
     (18, "gather: pair 0, copy 4 issued"),
+    (26, "wg0: Q in shared memory"),
+    (27, "wg0: at its first half's wait"),
+    (28, "wg1: at its first half's wait"),
     (2, "wg0: first half landed"),
     (14, "wg1: first half landed"),
     (15, "wg0: pair 0's maxima from wg1"),

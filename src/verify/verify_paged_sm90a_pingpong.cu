@@ -365,6 +365,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   fence_proxy_async_smem();
   mbarrier_arrive(blk.hand(kQReady));
   mbarrier_wait(blk.hand(kQReady), 0);  // Q in shared memory
+  if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
 
   // ---- S = Q K^T for this warpgroup's tile of a pair, half by half as they
   // land (warpgroup 0's stage low half first, warpgroup 1's high half first:
@@ -393,6 +394,9 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       }
       wgmma_commit();
     };
+    if (pair == 0 && threadIdx.x % kGroup == 0) {
+      KDTREE_STAMP(kWg == 0 ? stamps::kWg0AtFirstHalf : stamps::kWg1AtFirstHalf, stamps::clock());
+    }
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0FirstHalf : stamps::kWg1FirstHalf, stamps::clock());
