@@ -210,8 +210,9 @@ struct TileRows {
 };
 
 template <class T>
-__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned char* smem, const int64_t (&first_ids)[8]) {
+__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned char* smem) {
   const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  if (!blk.live()) return;
   const int num_tiles = blk.num_tiles();
   const int gtid = threadIdx.x - kScoreThreads;
   if (gtid == 0) KDTREE_STAMP(stamps::kGatherView, stamps::clock_after(num_tiles));
@@ -277,8 +278,7 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 
   TileRows<T> even, odd;
   int64_t ids[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) ids[i] = first_ids[i];
+  blk.pair_slot_ids(0, gtid, ids);
   rows_of_pair(0, ids, &even, &odd);
   if (gtid == 0) KDTREE_STAMP(stamps::kPair0Rows, stamps::clock_after(reinterpret_cast<long long>(even.src[0])));
   slot_ids_of_pair(1, ids);
@@ -324,6 +324,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
   const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  if (!blk.live()) return;
+  if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(blk.key_end));
   const Request& req = blk.req;
   const int num_tiles = blk.num_tiles();
   const int split = blockIdx.y;
@@ -333,8 +335,8 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   const uint32_t base = blk.base();
   const uint8_t* const tail_mask = request_tail_mask(a, req, blockIdx.z);
 
-  load_q_tile<T, kScoreThreads>(a, req, blk.rows, blk.row0, base + kOffQ);
-  cp_async_commit();
+  // (Q's copies were issued before the role split, in the kernel.)
+  if (kWg == 0 && threadIdx.x < 64) reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
 
   float o[128];
 #pragma unroll
@@ -712,17 +714,19 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  int64_t first_ids[8] = {};  // gather threads: pair 0's slot ids, in flight across the block barrier
   if (threadIdx.x == 0) {
     KDTREE_STAMP(stamps::kEntryGlobal, stamps::global_time());
     KDTREE_STAMP(stamps::kEntryClock, stamps::clock());
   }
+  // The block's start runs from a cold instruction cache, where code far
+  // from the entry costs about one 128-byte line per L2 round trip
+  // (docs/perf_notes.md, session 21). So the mbarriers, which need no
+  // request, are set up first; then each role loads its own view of the
+  // block (a dead block returns in each role), the score warpgroups issue
+  // Q's copies right after the barrier, and the gather's code comes next in
+  // the binary: its first copies wait for one request load and little code.
   {
-    const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0);
-    if (!blk.live()) return;
-    if (threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(blk.key_end));
-    if (threadIdx.x >= kScoreThreads) blk.pair_slot_ids(0, threadIdx.x - kScoreThreads, first_ids);
-    if (threadIdx.x < 64) reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
+    const Sm90aBlock<T> blk{a, smem};  // (its barriers' addresses need no request)
     if (threadIdx.x < 4) {
       mbarrier_init(blk.kv_full(threadIdx.x / 2, threadIdx.x % 2), 2 * kGroup);
       mbarrier_init(blk.kv_free(threadIdx.x / 2, threadIdx.x % 2), kGroup);
@@ -733,7 +737,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     }
     mbarrier_init_fence();
   }
-  __syncthreads();  // barriers initialised, ones written
+  __syncthreads();  // barriers initialised
   if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());
 
   // Warpgroup (broadcast from lane 0 so the compiler sees it warp-uniform).
@@ -741,11 +745,19 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   // too, with named barriers, not block barriers, after this point), so
   // that ptxas gives each warpgroup its own register budget.
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / kGroup, 0);
-  if (wg == 2) {
-    warpgroup_regs_dec<kGatherRegs>();
-    if (threadIdx.x == kScoreThreads) KDTREE_STAMP(stamps::kGatherRegsSet, stamps::clock());
-    gather_warpgroup<T>(a, smem, first_ids);
-  } else {
+  // Q's copies, by the score warpgroups, in code that falls through to the
+  // role split (a test of threadIdx, not of wg: ptxas would merge it into the
+  // score warpgroups' branch below and lay it out after the gather's code).
+  if (threadIdx.x < kScoreThreads) {
+    const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+    if (blk.live()) {
+      load_q_tile<T, kScoreThreads>(a, blk.req, blk.rows, blk.row0, blk.base() + kOffQ);
+      cp_async_commit();
+    }
+  }
+  // (The score warpgroups' branch returns, so that ptxas lays the gather's
+  // code out right after this prologue.)
+  if (wg < 2) {
     warpgroup_regs_inc<kScoreRegs>();
     if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
@@ -753,7 +765,14 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     } else {
       score_warpgroup<T, 1, kF32Rows>(a, smem);
     }
+    return;
   }
+  warpgroup_regs_dec<kGatherRegs>();
+  if (threadIdx.x == kScoreThreads) KDTREE_STAMP(stamps::kGatherRegsSet, stamps::clock());
+  gather_warpgroup<T>(a, smem);
+  // The request's flags (make's `report`), raised by one thread of its
+  // first block once its gather is done: with the registers free.
+  if (threadIdx.x == kScoreThreads && blockIdx.x == 0 && blockIdx.y == 0) (void)load_request(a, blockIdx.z, true);
 #endif
 }
 
