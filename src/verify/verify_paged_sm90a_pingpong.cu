@@ -51,7 +51,8 @@
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
 // QK only), warpgroup 1's P in a block of its own. Epilogue as the portable
-// kernel: O / w and lse to the output, or the split's partial state for
+// kernel: O / w and lse to the output (staged in the freed stages and copied
+// out in 16-byte chunks), or the split's partial state for
 // verify_paged_merge, which this kernel lets launch (programmatic dependent
 // launch) as its epilogue begins.
 #include "common/cuda_check.hpp"
@@ -311,6 +312,72 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
   }
   allow_dependent_launch();
   if (gtid == 0) KDTREE_STAMP(stamps::kGatherEnd, stamps::clock());
+}
+
+// ---------------------------------------------------------------------------
+// The epilogue's output rows when the call has one split: a warpgroup's
+// normalized O ([64 rows][256 dims], the wgmma accumulator layout) to shared
+// memory at `at` in out's element type (kF32Rows: f32, else bf16 or f16),
+// rows of 256 elements whose 16-byte chunks are swizzled by the row's low
+// three bits (chunk k of row r at k ^ (r & 7)), so that neither side
+// conflicts on banks.
+template <bool kF32Rows>
+__device__ __forceinline__ void stage_o_rows(const PagedArgs& a, const float (&o)[128], uint32_t at, int warp_row0) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (kF32Rows) {
+    // Thread (g, c) holds dims 8j + 2c, +1 of rows g and g + 8: chunk 2j + c / 2.
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp_row0 + g + 8 * half;
+      const uint32_t row_at = at + r * 1024 + (c % 2) * 8;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const uint32_t addr = row_at + ((((2 * j + c / 2) ^ (r & 7))) << 4);
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(o[4 * j + 2 * half]),
+                     "f"(o[4 * j + 2 * half + 1]) : "memory");
+      }
+    }
+  } else {
+    // Four 8 x 8 blocks per stmatrix, as store_p: lane L names row L % 8 of
+    // block m = L / 8 (row half m % 2, dim block 2q + m / 2).
+    const int m = lane / 8, r8 = lane % 8;
+    const uint32_t row_at = at + (warp_row0 + 8 * (m % 2) + r8) * 512;
+    const auto stage = [&](auto pack) {
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
+        const uint32_t regs[4] = {pack(o[8 * q], o[8 * q + 1]), pack(o[8 * q + 2], o[8 * q + 3]),
+                                  pack(o[8 * q + 4], o[8 * q + 5]), pack(o[8 * q + 6], o[8 * q + 7])};
+        stmatrix_x4(row_at + (((2 * q + m / 2) ^ r8) << 4), regs);
+      }
+    };
+    if (a.out_dtype == KDTREE_DTYPE_BF16) {
+      stage([](float x, float y) { return pack2<__nv_bfloat16>(x, y); });
+    } else {
+      stage([](float x, float y) { return pack2<__half>(x, y); });
+    }
+  }
+}
+
+// The staged rows (stage_o_rows) of warpgroup `wg` to out, 16 bytes per
+// thread and step (`tid` of 128): dims [256 wg, 256 wg + 256) of each row
+// the block has. Out and its strides are 16-byte aligned
+// (kdtree_verify_paged checks).
+template <bool kF32Rows>
+__device__ __forceinline__ void copy_o_rows(const PagedArgs& a, const Request& req, int rows, int row0, int wg,
+                                            const unsigned char* staged, int tid) {
+  constexpr int kElem = kF32Rows ? 4 : 2;
+  constexpr int kChunks = 256 * kElem / 16;  // per row
+  const int live_rows = min(rows - row0, kRows);
+#pragma unroll 4
+  for (int i = tid; i < live_rows * kChunks; i += kGroup) {
+    const int r = i / kChunks, k = i % kChunks;
+    const int token = (row0 + r) / a.num_heads, h = row0 + r - token * a.num_heads;
+    const int64_t elem = (req.q_start + token) * a.out_stride_token + h * a.out_stride_head + 256 * wg;
+    char* const dst = static_cast<char*>(a.out) + elem * kElem;
+    const uint4 v = *reinterpret_cast<const uint4*>(staged + r * (256 * kElem) + ((k ^ (r & 7)) << 4));
+    *reinterpret_cast<uint4*>(dst + k * 16) = v;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -683,25 +750,33 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int token = row_token(half);
-    if (token < 0) continue;
     const int row = warp_row0 + g + 8 * half;
-    const int h = blk.row0 + row - token * a.num_heads;
     const float weight = kOwnWeights ? w[2 * half] : blk.row_weights()[row] + w_fix[half];
-    const float l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
-    // Divided by the row weight in place (all-ones values give exactly 1),
-    // before the store picks its dtype: one copy of the division code, not one
-    // per store branch (this epilogue runs once per block, from a cold
-    // instruction cache). (The rest of the epilogue is written out as in
-    // verify_paged_sm90a.cu: as one shared function it moved that kernel's
-    // register allocation.)
     normalize_row_half(a, o, half, weight);
+    if (token < 0) continue;
+    const int h = blk.row0 + row - token * a.num_heads;
     const int64_t t = req.q_start + token;
-    store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
-                      [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
     if (kWg == 0 && c == 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
+      const float l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
+    // Partial states straight from registers: store_out_row's 8-byte stores
+    // fill whole sectors (through shared memory measured 0.6-1.2% slower on
+    // S1-S5, session 21).
+    if (a.num_splits > 1) {
+      store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
+                        [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
+    }
+  }
+  // One split: from registers, out's rows would take 4-byte stores of bf16
+  // pairs. Both warpgroups' wgmmas are done, so every stage is free: each
+  // stages its rows in its own stage's bytes (stage_o_rows) and copies them
+  // out in 16-byte chunks (copy_o_rows; S7 -0.9..-1.3%, session 21).
+  if (a.num_splits == 1) {
+    stage_o_rows<kF32Rows>(a, o, blk.stage_addr(kWg), warp_row0);
+    named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
+    copy_o_rows<kF32Rows>(a, req, blk.rows, blk.row0, kWg, smem + kOffKv + kWg * kTileBytes, threadIdx.x % kGroup);
   }
   if (threadIdx.x % kGroup == 0) {
     KDTREE_STAMP(kWg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
