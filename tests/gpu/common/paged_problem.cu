@@ -171,7 +171,7 @@ void PagedProblem::upload() {
   ensure_capacity(d_indices_, std::max<size_t>(indices_.size(), size_t(s.reserve_indices)) * index_bytes);
   ensure_capacity(d_mask_, std::max<size_t>(mask_.size(), size_t(s.reserve_mask_bytes)));
   ensure_capacity(d_mask_indptr_, mask_indptr_.size() * 8);
-  ensure_capacity(d_out_, size_t(rows) * s.num_heads * kDimLatent * dtype_bytes(s.out_dtype));
+  ensure_capacity(d_out_, size_t(rows) * out_token_bytes());
   ensure_capacity(d_lse_, size_t(rows) * s.num_heads * 4);
   ensure_capacity(d_flag_, 4);
 
@@ -213,9 +213,16 @@ kdtree_verify_paged_params PagedProblem::common_params() const {
   p.mask_kind = s.mask_kind;
   p.mask_row_bytes = mask_row_bytes_;
   p.out_dtype = s.out_dtype;
-  p.out_stride_token = int64_t(s.num_heads) * kDimLatent;
-  p.out_stride_head = kDimLatent;
+  p.out_stride_token = int64_t(out_token_bytes() / dtype_bytes(s.out_dtype));
+  p.out_stride_head = int64_t(out_head_bytes() / dtype_bytes(s.out_dtype));
   return p;
+}
+
+size_t PagedProblem::out_head_bytes() const {
+  return size_t(kDimLatent) * dtype_bytes(spec_.out_dtype) + size_t(spec_.out_pad_bytes);
+}
+size_t PagedProblem::out_token_bytes() const {
+  return size_t(spec_.num_heads) * out_head_bytes() + size_t(spec_.out_pad_bytes);
 }
 
 PagedResult PagedProblem::run_host() const {
@@ -296,18 +303,31 @@ PagedResult PagedProblem::collect() const {
   std::memcpy(&r.flag, flag.data(), 4);
   r.guards_ok = d_out_.guards_intact() && d_lse_.guards_intact() && d_flag_.guards_intact();
 
-  const size_t row_values = size_t(spec_.num_heads) * kDimLatent;
-  const size_t out_elems = r.out_bytes.size() / dtype_bytes(spec_.out_dtype);
-  r.out.resize(out_elems);
-  for (size_t e = 0; e < out_elems; ++e) r.out[e] = decode(r.out_bytes.data(), e, spec_.out_dtype);
+  // out decoded to [token][head][512]; its padding (out_pad_bytes) must
+  // still hold the sentinel.
+  const int H = spec_.num_heads;
+  const size_t head_bytes = out_head_bytes(), token_bytes = out_token_bytes();
+  const size_t value_bytes = size_t(kDimLatent) * dtype_bytes(spec_.out_dtype);
+  const size_t out_rows = r.out_bytes.size() / token_bytes;
+  r.out.resize(out_rows * H * kDimLatent);
+  for (size_t t = 0; t < out_rows; ++t) {
+    const uint8_t* token = r.out_bytes.data() + t * token_bytes;
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < kDimLatent; ++d)
+        r.out[(t * H + h) * kDimLatent + d] = decode(token + h * head_bytes, d, spec_.out_dtype);
+      for (size_t k = value_bytes; k < head_bytes; ++k)
+        if (token[h * head_bytes + k] != kOutputSentinel) r.untouched_ok = false;
+    }
+    for (size_t k = H * head_bytes; k < token_bytes; ++k)
+      if (token[k] != kOutputSentinel) r.untouched_ok = false;
+  }
   r.lse.resize(r.lse_bytes.size() / 4);
   std::memcpy(r.lse.data(), r.lse_bytes.data(), r.lse.size() * 4);
 
-  const size_t out_row_bytes = row_values * dtype_bytes(spec_.out_dtype);
   const size_t lse_row_bytes = size_t(spec_.num_heads) * 4;
   for (int64_t t = qo_indptr_.back(); t < total_q_; ++t) {
-    for (size_t k = 0; k < out_row_bytes; ++k)
-      if (r.out_bytes[size_t(t) * out_row_bytes + k] != kOutputSentinel) r.untouched_ok = false;
+    for (size_t k = 0; k < token_bytes; ++k)
+      if (r.out_bytes[size_t(t) * token_bytes + k] != kOutputSentinel) r.untouched_ok = false;
     for (size_t k = 0; k < lse_row_bytes; ++k)
       if (r.lse_bytes[size_t(t) * lse_row_bytes + k] != kOutputSentinel) r.untouched_ok = false;
   }

@@ -37,6 +37,9 @@ struct PagedSpec {
   int32_t out_dtype = KDTREE_DTYPE_BF16;
   float kv_scale = 1.0f;       // FP8 only
   int extra_rows = 0;          // rows of q/out beyond qo_indptr[B], owned by no request
+  // Bytes of padding after each head's 512 values and after each token's
+  // heads in out (a multiple of 16; 0: out dense). Padding must stay untouched.
+  int out_pad_bytes = 0;
   int max_q_len = 0;           // 0: the largest q_len (at least 1)
   int64_t spare_slots = 37;    // unreferenced slots (NaN)
   // Host fields pinned so that a refill keeps a captured graph's params
@@ -92,6 +95,9 @@ class PagedProblem {
   void reset_outputs(cudaStream_t stream);
   void enqueue(Entry entry, int num_splits, cudaStream_t stream);  // uses workspace()
   PagedResult collect() const;  // after the stream is synchronized
+  // out's strides in bytes (PagedSpec::out_pad_bytes).
+  size_t out_head_bytes() const;
+  size_t out_token_bytes() const;
   size_t workspace_bytes(int num_splits) const;
 
   Comparison compare(const PagedResult& got, const PagedResult& reference) const;
