@@ -213,8 +213,8 @@ kdtree_verify_paged_params PagedProblem::common_params() const {
   p.mask_kind = s.mask_kind;
   p.mask_row_bytes = mask_row_bytes_;
   p.out_dtype = s.out_dtype;
-  p.out_stride_token = int64_t(out_token_bytes() / dtype_bytes(s.out_dtype));
-  p.out_stride_head = int64_t(out_head_bytes() / dtype_bytes(s.out_dtype));
+  p.out_stride_token = int64_t(s.num_heads) * kDimLatent;  // dense (run_host's f32 rows)
+  p.out_stride_head = kDimLatent;
   return p;
 }
 
@@ -265,6 +265,8 @@ kdtree_verify_paged_params PagedProblem::device_params(int num_splits) const {
   p.mask = d_mask_.as<uint8_t>();
   p.mask_indptr = d_mask_indptr_.as<int64_t>();
   p.out = d_out_.data();
+  p.out_stride_token = int64_t(out_token_bytes() / dtype_bytes(spec_.out_dtype));  // with out_pad_bytes
+  p.out_stride_head = int64_t(out_head_bytes() / dtype_bytes(spec_.out_dtype));
   p.lse = d_lse_.as<float>();
   p.error_flag = d_flag_.as<int32_t>();
   return p;
