@@ -1,5 +1,5 @@
 """Per-block phases of the sm_90a ping-pong kernel from a stamps build's STAMP lines
-(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 29
+(-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 32
 points by number). Each line is one block: %globaltimer at its entry (0) and at
 warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
@@ -15,7 +15,7 @@ import sys
 from typing import Dict, List, Sequence
 
 # Point numbers (verify_paged_sm90a_stamps.cuh) and what the report calls them.
-NUM_POINTS = 29  # verify_paged_sm90a_stamps.cuh's kPoints
+NUM_POINTS = 32  # verify_paged_sm90a_stamps.cuh's kPoints
 ENTRY_GLOBAL, ENTRY_CLOCK, WG0_END_GLOBAL = 0, 8, 9
 POINTS = [
     (10, "prologue: request loaded"),
@@ -42,6 +42,9 @@ POINTS = [
     (3, "wg0: loop end"),
     (5, "wg1: loop end"),
     (7, "gather: end"),
+    (29, "wg0: past allow_dependent_launch"),
+    (30, "wg0: past the row sums' barrier"),
+    (31, "wg1: past the row sums' barrier"),
     (4, "wg0: epilogue end"),
     (6, "wg1: epilogue end"),
 ]

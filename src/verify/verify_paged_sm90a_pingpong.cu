@@ -737,6 +737,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
 
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
+  if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0Released, stamps::clock());
   // ---- epilogue: both warpgroups' row sums; normalize, store ----
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -747,6 +748,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   }
   mbarrier_arrive(blk.hand(kSums));
   mbarrier_wait(blk.hand(kSums), 0);
+  if (threadIdx.x % kGroup == 0) KDTREE_STAMP(kWg == 0 ? stamps::kWg0SumsPassed : stamps::kWg1SumsPassed, stamps::clock());
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int token = row_token(half);

@@ -3,7 +3,7 @@
 // each role records %clock64 at the points below of its path, and
 // %globaltimer at the block's entry and warpgroup 0's end, into a device
 // array; after the verify launch numbered $KDTREE_PROBE_STAMPS a one-thread
-// kernel prints each block's row ("STAMP block v0 .. v28"), which
+// kernel prints each block's row ("STAMP block v0 .. v31"), which
 // bench/probes/stamps_summary.py turns into per-phase medians. In every other
 // build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
 // (docs/perf_notes.md, session 20: where a call's fixed cost goes.)
@@ -46,10 +46,13 @@ enum Point : int {
   kWg0QReady = 26,      // warpgroup 0 past the Q barrier
   kWg0AtFirstHalf = 27, // warpgroup 0 at pair 0's first wait (before it)
   kWg1AtFirstHalf = 28,
-  kPoints = 29
+  kWg0Released = 29,    // warpgroup 0 past allow_dependent_launch (epilogue's start)
+  kWg0SumsPassed = 30,  // warpgroup 0 past the row sums' barrier
+  kWg1SumsPassed = 31,
+  kPoints = 32
 };
 constexpr unsigned kMaxBlocks = 4096;  // blocks past it record nothing
-static_assert(kPoints == 29, "a STAMP line prints 29 values");
+static_assert(kPoints == 32, "a STAMP line prints 32 values");
 
 }  // namespace kdtree::verify::stamps
 
@@ -87,10 +90,10 @@ __global__ void print_stamps_kernel(unsigned blocks) {
   for (unsigned b = 0; b < blocks && b < kMaxBlocks; ++b) {
     const unsigned long long* v = g_stamps + b * kPoints;
     printf("STAMP %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-           "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+           "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
            b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15],
            v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27],
-           v[28]);
+           v[28], v[29], v[30], v[31]);
   }
 }
 
