@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The sm_90a ping-pong kernel's per-block timeline on the GPU machine: builds the
+# An sm_90a verify kernel's per-block timeline on the GPU machine: builds the
 # library for sm_90 with -DKDTREE_SM90A_STAMPS=ON (build-stamps/), runs bench.py
 # --quick on each shape with KDTREE_PROBE_STAMPS=30 (the 30th launch, a cold-L2
 # timing call, prints its stamps) and summarizes them (stamps_summary.py).
 #   bash bench/probes/run_stamps.sh S1:63 S7:65     (shape:tiles per block)
+#   bash bench/probes/run_stamps.sh S8:8:single      (the single-warpgroup kernel)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
@@ -15,9 +16,11 @@ cmake -S . -B build-stamps -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARC
   { echo "run_stamps: build failed"; tail -20 "$log/build.log"; exit 1; }
 export KDTREE_KERNELS_LIB=$PWD/build-stamps/libkdtree_kernels_c.so
 for spec in "${@:-S1:63}"; do
-  shape=${spec%%:*} tiles=${spec#*:}
+  shape=${spec%%:*} rest=${spec#*:}
+  tiles=${rest%%:*} kernel=pingpong
+  [ "$rest" != "$tiles" ] && kernel=${rest#*:}
   KDTREE_PROBE_STAMPS=30 timeout 120 python3 bench/bench.py --shapes "$shape" --peers none --quick \
     > "$log/$shape.log" 2>&1
   echo "== $shape: $(grep -m1 "^\[$shape\]" "$log/$shape.log" | cut -c1-90)"
-  python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles"
+  python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles" --kernel "$kernel"
 done

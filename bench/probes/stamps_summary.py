@@ -1,12 +1,14 @@
-"""Per-block phases of the sm_90a ping-pong kernel from a stamps build's STAMP lines
+"""Per-block phases of an sm_90a verify kernel from a stamps build's STAMP lines
 (-DKDTREE_SM90A_STAMPS=ON; src/verify/verify_paged_sm90a_stamps.cuh names the 32
 points by number). Each line is one block: %globaltimer at its entry (0) and at
 warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
 median, min and max over the blocks of the microseconds since the block's entry.
 
-    python3 bench/probes/stamps_summary.py LOG [--tiles N]
-(--tiles: the blocks' tiles, for warpgroup 0's loop time per tile)
+    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single]
+(--tiles: the blocks' tiles, for warpgroup 0's loop time per tile; --kernel
+single: the single-warpgroup kernel's points, verify_paged_sm90a.cu, which
+records a subset of the numbers with its own meaning)
 """
 
 import argparse
@@ -48,6 +50,19 @@ POINTS = [
     (4, "wg0: epilogue end"),
     (6, "wg1: epilogue end"),
 ]
+# The single-warpgroup kernel's points (--kernel single): both warpgroups
+# share its barriers, so one loop end and one first tile stand for both.
+SINGLE_POINTS = [
+    (10, "request loaded"),
+    (11, "first block barrier passed (slot entries zeroed)"),
+    (26, "tiles 0 and 1's slot ids landed (second barrier)"),
+    (1, "gather: tile 0's rows issued"),
+    (2, "tile 0 landed (the loop's first barrier)"),
+    (3, "loop end"),
+    (29, "past allow_dependent_launch"),
+    (4, "wg0: epilogue end"),
+    (6, "wg1: epilogue end"),
+]
 WG0_LOOP_END, WG0_EPILOGUE_END, WG1_LOOP_END, WG1_EPILOGUE_END, GATHER_END = 3, 4, 5, 6, 7
 WG0_FIRST_HALF = 2
 
@@ -64,7 +79,7 @@ def parse(lines: Sequence[str]) -> List[List[int]]:
     return rows
 
 
-def summarize(rows: List[List[int]], tiles: int = 0) -> Dict[str, object]:
+def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -> Dict[str, object]:
     """Clock rate (GHz), kernel span (us), and per point [median, min, max] in us since entry."""
     ghz = statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
                             for r in rows)
@@ -79,10 +94,12 @@ def summarize(rows: List[List[int]], tiles: int = 0) -> Dict[str, object]:
     ends = [(r[ENTRY_GLOBAL] - t0) / 1e3 + us(max(r[WG0_EPILOGUE_END], r[WG1_EPILOGUE_END], r[GATHER_END])
                                                 - r[ENTRY_CLOCK]) for r in rows]
     points = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
-    for point, name in POINTS:
+    single = kernel == "single"
+    for point, name in SINGLE_POINTS if single else POINTS:
         points[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
     points["wg0: epilogue (from its loop end)"] = stats([us(r[WG0_EPILOGUE_END] - r[WG0_LOOP_END]) for r in rows])
-    points["wg1: epilogue (from its loop end)"] = stats([us(r[WG1_EPILOGUE_END] - r[WG1_LOOP_END]) for r in rows])
+    wg1_loop_end = WG0_LOOP_END if single else WG1_LOOP_END
+    points["wg1: epilogue (from its loop end)"] = stats([us(r[WG1_EPILOGUE_END] - r[wg1_loop_end]) for r in rows])
     out = {"blocks": len(rows), "ghz": ghz, "span_us": max(ends), "points": points}
     if tiles:
         out["loop_us_per_tile"] = statistics.median(us(r[WG0_LOOP_END] - r[WG0_FIRST_HALF]) / tiles for r in rows)
@@ -93,13 +110,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log")
     ap.add_argument("--tiles", type=int, default=0)
+    ap.add_argument("--kernel", choices=["pingpong", "single"], default="pingpong")
     args = ap.parse_args()
     with open(args.log) as f:
         rows = parse(f.readlines())
     if not rows:
         print(f"{args.log}: no STAMP lines (a build with -DKDTREE_SM90A_STAMPS=ON and KDTREE_PROBE_STAMPS=n?)")
         return 1
-    s = summarize(rows, args.tiles)
+    s = summarize(rows, args.tiles, args.kernel)
     print(f"{s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; kernel span (first entry to last block's end) "
           f"{s['span_us']:.1f} us; us after each block's entry:")
     for name, (med, lo, hi) in s["points"].items():

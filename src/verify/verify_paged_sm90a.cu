@@ -40,6 +40,7 @@
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_sm90a.hpp"
+#include "verify/verify_paged_sm90a_stamps.cuh"
 #include "verify/verify_paged_sm90a_tile.cuh"
 
 #include <cmath>
@@ -139,10 +140,16 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   constexpr float kNegInf = -INFINITY;
+  // (Stamps: a probe build only; bench/probes/stamps_summary.py --kernel single.)
+  if (threadIdx.x == 0) {
+    KDTREE_STAMP(stamps::kEntryGlobal, stamps::global_time());
+    KDTREE_STAMP(stamps::kEntryClock, stamps::clock());
+  }
 
   const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
   const Request req = load_request(a, b, threadIdx.x == 0 && m_tile == 0 && split == 0);
   if (!req.valid) return;
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(req.num_keys));
   Sm90aBlock<T> blk{a, smem, req, req.q_len * a.num_heads, m_tile * kRows, 0, 0};
   if (blk.row0 >= blk.rows) return;
   split_range(req.num_keys, a.num_splits, split, kKeys, &blk.key_begin, &blk.key_end);
@@ -167,6 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   }
   if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
   __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());
 
   // The slot ids of tiles 0 and 1 (their own cp.async group), then Q; only
   // the ids are waited for before tile 0's rows are issued, so Q's load
@@ -180,8 +188,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
   if (wg == 1 && num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
   cp_async_commit();
+  if (gtid == 0) KDTREE_STAMP(stamps::kFirstCopy, stamps::clock());
   if (wg == 0) {
     // Warpgroup 0's own shared-memory writes that wgmma reads (its Q rows by
     // cp.async, the ones column), fenced here: in the loop only the gather
@@ -218,6 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     // fence: a MEMBAR off the score chain.
     if (wg == 1) fence_proxy_async_smem();
     __syncthreads();  // also: both warpgroups done with tile t - 1 (P, factors, stage)
+    if (tile == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0FirstHalf, stamps::clock());
 
     float scale_old[2] = {1.f, 1.f};
     if (wg == 1) {
@@ -334,8 +345,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   // A split with no tile never waited for its Q load: nothing is left in
   // flight into shared memory when the block exits.
   if (num_tiles == 0) cp_async_wait<0>();
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0LoopEnd, stamps::clock());
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0Released, stamps::clock());
 
   // ---- epilogue: warpgroup 0's row sums and weights to both; normalize, store ----
   __syncthreads();  // the last factors read before they are overwritten
@@ -372,6 +385,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
   }
+  if (threadIdx.x % kGroup == 0) {
+    KDTREE_STAMP(wg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
+    if (wg == 0) KDTREE_STAMP(stamps::kWg0EndGlobal, stamps::global_time());
+  }
 #endif
 }
 
@@ -401,6 +418,9 @@ template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
   verify_paged_sm90a_kernel<T><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_kernel");
+#if KDTREE_SM90A_STAMPS
+  stamps::print_after_launch(grid_of(a), stream);
+#endif
 }
 
 template <class T>

@@ -1,12 +1,15 @@
-// Per-block timeline stamps of the sm_90a ping-pong kernel, for a probe build
-// only (-DKDTREE_SM90A_STAMPS=ON; bench/probes/run_stamps.sh). One thread of
+// Per-block timeline stamps of the sm_90a kernels, for a probe build only
+// (-DKDTREE_SM90A_STAMPS=ON; bench/probes/run_stamps.sh). One thread of
 // each role records %clock64 at the points below of its path, and
 // %globaltimer at the block's entry and warpgroup 0's end, into a device
-// array; after the verify launch numbered $KDTREE_PROBE_STAMPS a one-thread
-// kernel prints each block's row ("STAMP block v0 .. v31"), which
-// bench/probes/stamps_summary.py turns into per-phase medians. In every other
-// build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
-// (docs/perf_notes.md, session 20: where a call's fixed cost goes.)
+// array (one per translation unit); after the verify launch numbered
+// $KDTREE_PROBE_STAMPS of that unit's kernel a one-thread kernel prints each
+// block's row ("STAMP block v0 .. v31"), which
+// bench/probes/stamps_summary.py turns into per-phase medians. The points are
+// named for the ping-pong kernel; the single-warpgroup kernel records a
+// subset with its own meaning (stamps_summary.py --kernel single). In every
+// other build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
+// (docs/perf_notes.md, sessions 20-21: where a call's fixed cost goes.)
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -49,3 +49,15 @@ def test_summary_times_since_entry():
     assert s["loop_us_per_tile"] == pytest.approx(96.0 / 64, abs=1e-5)
     # The last block ends 0.5 us after the first began, 120 us after its own entry.
     assert s["span_us"] == pytest.approx(120.5, abs=1e-3)
+
+
+def test_single_kernel_points():
+    """--kernel single: its own labels, and warpgroup 1's epilogue from the shared loop end."""
+    rows = stamps_summary.parse([block_line(0, 1_000_000)])
+    s = stamps_summary.summarize(rows, tiles=8, kernel="single")
+    points = s["points"]
+    assert "tile 0 landed (the loop's first barrier)" in points
+    assert "gather: pair 0, copy 1 issued" not in points
+    # Point 6 (warpgroup 1's end) at 7 us, the loop end (point 3) at 100 us.
+    assert points["wg1: epilogue (from its loop end)"][0] == pytest.approx(7.0 - 100.0, abs=1e-3)
+    assert s["loop_us_per_tile"] == pytest.approx(96.0 / 8, abs=1e-5)
