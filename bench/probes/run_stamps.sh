@@ -4,7 +4,7 @@
 # --quick on each shape with KDTREE_PROBE_STAMPS=30 (the 30th launch, a cold-L2
 # timing call, prints its stamps) and summarizes them (stamps_summary.py).
 #   bash bench/probes/run_stamps.sh S1:63 S7:65     (shape:tiles per block)
-#   bash bench/probes/run_stamps.sh S8:8:single      (the single-warpgroup kernel)
+#   bash bench/probes/run_stamps.sh S8:9:single      (the single-warpgroup kernel)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
