@@ -174,6 +174,7 @@ struct Sm90aBlock {
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint32_t stage_addr(int stage) const { return base() + kOffKv + stage * kTileBytes; }
+  __device__ const unsigned char* stage_bytes(int stage) const { return smem + kOffKv + stage * kTileBytes; }
   // Ones: a 16 x 8 B operand needs no layout, every element being 1.
   __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
   __device__ float* row_max(int wg) const { return reinterpret_cast<float*>(smem + kOffMax) + wg * kRows; }
@@ -333,7 +334,7 @@ __device__ __forceinline__ void stage_o_rows(const PagedArgs& a, const float (&o
       const uint32_t row_at = at + r * 1024 + (c % 2) * 8;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
-        const uint32_t addr = row_at + ((((2 * j + c / 2) ^ (r & 7))) << 4);
+        const uint32_t addr = row_at + (((2 * j + c / 2) ^ (r & 7)) << 4);
         asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(o[4 * j + 2 * half]),
                      "f"(o[4 * j + 2 * half + 1]) : "memory");
       }
@@ -359,21 +360,24 @@ __device__ __forceinline__ void stage_o_rows(const PagedArgs& a, const float (&o
   }
 }
 
-// The staged rows (stage_o_rows) of warpgroup `wg` to out, 16 bytes per
-// thread and step (`tid` of 128): dims [256 wg, 256 wg + 256) of each row
-// the block has. Out and its strides are 16-byte aligned
+// The rows warpgroup `wg` staged (stage_o_rows) in its stage to out, 16
+// bytes per thread and step (`tid` of 128): dims [256 wg, 256 wg + 256) of
+// each row the block has. Out and its strides are 16-byte aligned
 // (kdtree_verify_paged checks).
-template <bool kF32Rows>
-__device__ __forceinline__ void copy_o_rows(const PagedArgs& a, const Request& req, int rows, int row0, int wg,
-                                            const unsigned char* staged, int tid) {
+template <bool kF32Rows, class Block>
+__device__ __forceinline__ void copy_o_rows(const Block& blk, int wg, int tid) {
   constexpr int kElem = kF32Rows ? 4 : 2;
   constexpr int kChunks = 256 * kElem / 16;  // per row
-  const int live_rows = min(rows - row0, kRows);
+  const PagedArgs& a = blk.a;
+  const unsigned char* const staged = blk.stage_bytes(wg);
+  const int live_rows = min(blk.rows - blk.row0, kRows);
 #pragma unroll 4
   for (int i = tid; i < live_rows * kChunks; i += kGroup) {
     const int r = i / kChunks, k = i % kChunks;
-    const int token = (row0 + r) / a.num_heads, h = row0 + r - token * a.num_heads;
-    const int64_t elem = (req.q_start + token) * a.out_stride_token + h * a.out_stride_head + 256 * wg;
+    // (Not row_token: r is below the block's rows already, and its test
+    // costs ~110 instructions a kernel here.)
+    const int token = (blk.row0 + r) / a.num_heads, h = blk.row0 + r - token * a.num_heads;
+    const int64_t elem = (blk.req.q_start + token) * a.out_stride_token + h * a.out_stride_head + 256 * wg;
     char* const dst = static_cast<char*>(a.out) + elem * kElem;
     const uint4 v = *reinterpret_cast<const uint4*>(staged + r * (256 * kElem) + ((k ^ (r & 7)) << 4));
     *reinterpret_cast<uint4*>(dst + k * 16) = v;
@@ -778,7 +782,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   if (a.num_splits == 1) {
     stage_o_rows<kF32Rows>(a, o, blk.stage_addr(kWg), warp_row0);
     named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
-    copy_o_rows<kF32Rows>(a, req, blk.rows, blk.row0, kWg, smem + kOffKv + kWg * kTileBytes, threadIdx.x % kGroup);
+    copy_o_rows<kF32Rows>(blk, kWg, threadIdx.x % kGroup);
   }
   if (threadIdx.x % kGroup == 0) {
     KDTREE_STAMP(kWg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
