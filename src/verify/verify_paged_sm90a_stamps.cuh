@@ -90,13 +90,14 @@ __device__ __forceinline__ void record(int point, unsigned long long value) {
 }
 
 __global__ void print_stamps_kernel(unsigned blocks) {
+  // Two printf calls for one line: device printf takes at most 32 arguments
+  // after the format, and a line has 33 (one printf lost point 31).
   for (unsigned b = 0; b < blocks && b < kMaxBlocks; ++b) {
     const unsigned long long* v = g_stamps + b * kPoints;
-    printf("STAMP %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-           "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
-           b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15],
-           v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27],
-           v[28], v[29], v[30], v[31]);
+    printf("STAMP %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", b, v[0], v[1],
+           v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]);
+    printf(" %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", v[16], v[17], v[18],
+           v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27], v[28], v[29], v[30], v[31]);
   }
 }
 
