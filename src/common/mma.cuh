@@ -24,11 +24,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int s
 }
 // The same from src + kOffset bytes (the offset in the instruction: a
 // gather over a row's column blocks needs no address register for each),
-// and L2 fetches the whole 256-byte block around it (the neighbouring chunks
-// of a row that other threads copy next).
+// L2 fetching the 128-byte line around it. (A 1152-byte KV row spans nine
+// lines, and the L2::256B hint fetched ten: the shapes whose rows come from
+// HBM (S3, S4, S7) ran 0.3-0.7% slower with it; docs/perf_notes.md, session 22.)
 template <int kOffset = 0>
-__device__ __forceinline__ void cp_async_16_l2_256(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
+__device__ __forceinline__ void cp_async_16_l2_128(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
                "n"(kOffset));
 }
 // kBytes-byte (4 or 8) global -> shared copy through L1; src_bytes 0 writes

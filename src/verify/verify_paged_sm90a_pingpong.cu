@@ -40,7 +40,7 @@
 //     other tile and frees stage 1's low half when that P V is done (wait for
 //     the older wgmma group only), as FlashMLA's sm_90 kernels order them.
 //   warpgroup 2 (gather; 72 registers): the KV rows by slot id with cp.async
-//     (8 threads per key, 16 bytes each, L2 fetching 256-byte blocks), each
+//     (8 threads per key, 16 bytes each, L2 fetching 128-byte lines), each
 //     stage in two halves (dims 0..255, the values warpgroup 0 reads; dims
 //     256..575) with their own full / free mbarriers, so a half is refilled
 //     as soon as its last P V is done: tile 2i's low half, 2i + 1's high
@@ -195,7 +195,7 @@ struct Sm90aBlock {
 template <int kU = 0>
 __device__ __forceinline__ void copy_chunk_blocks(uint32_t to, const char* from, int src_bytes, int u0, int u1) {
   if constexpr (kU < kDimBlocks) {
-    if (kU >= u0 && kU < u1) cp_async_16_l2_256<kU * 128>(to + kU * kBlockBytes, from, src_bytes);
+    if (kU >= u0 && kU < u1) cp_async_16_l2_128<kU * 128>(to + kU * kBlockBytes, from, src_bytes);
     copy_chunk_blocks<kU + 1>(to, from, src_bytes, u0, u1);
   }
 }
