@@ -743,6 +743,9 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   allow_dependent_launch();
   if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0Released, stamps::clock());
   // ---- epilogue: both warpgroups' row sums; normalize, store ----
+  // (Its ~7 us on S1 and S7 are mostly the first fetch of this code, cold
+  // in every block at once: run twice in a probe, the second run took
+  // 2.3-2.9 us with the same stores; docs/perf_notes.md, session 22.)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
