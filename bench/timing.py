@@ -40,6 +40,17 @@ class Timer:
         every fn once (L2 flushed before each), the order rotating by one per
         iteration, so that all of them see the same clocks and temperature over
         the run, whatever drifts. One list of per-call times (ms) per fn."""
+        return self._per_call_ms(fns, iters, warmup, flush=True)
+
+    def warm_ms(self, fn: Callable[[], object], iters: int, warmup: int = 2) -> List[float]:
+        """Per-call times (ms) of `fn` called back to back, no flush: L2 holds
+        what the call before left (the code, the metadata, what fits of the data)."""
+        return self._per_call_ms([fn], iters, warmup, flush=False)[0]
+
+    def _per_call_ms(self, fns: Sequence[Callable[[], object]], iters: int, warmup: int,
+                     flush: bool) -> List[List[float]]:
+        """Each fn's calls bracketed by CUDA events, the order rotating by one per
+        iteration, the L2 flushed before each call when `flush`."""
         n = len(fns)
         for fn in fns:
             for _ in range(warmup):
@@ -50,26 +61,13 @@ class Timer:
         for i in range(iters):
             for j in range(n):
                 k = (i + j) % n
-                self.flush_l2()
+                if flush:
+                    self.flush_l2()
                 starts[k][i].record()
                 fns[k]()
                 ends[k][i].record()
         torch.cuda.synchronize(self.device)
         return [[s.elapsed_time(e) for s, e in zip(starts[k], ends[k])] for k in range(n)]
-
-    def warm_ms(self, fn: Callable[[], object], iters: int, warmup: int = 2) -> List[float]:
-        """Per-call times (ms) of `fn` called back to back, no flush: L2 holds
-        what the call before left (the code, the metadata, what fits of the data)."""
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize(self.device)
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for start, end in pairs:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(self.device)
-        return [start.elapsed_time(end) for start, end in pairs]
 
     def estimate_ms(self, fn: Callable[[], object]) -> float:
         """One cold call's time, to size the iteration count (also a warm-up)."""
