@@ -140,7 +140,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   constexpr float kNegInf = -INFINITY;
-  // (Stamps: a probe build only; bench/probes/stamps_summary.py --kernel single.)
+  // (Stamps: a probe build only. This kernel records some of the ping-pong's
+  // point numbers at its own places, kWg0QReady at tiles 0 and 1's slot ids
+  // for one: bench/probes/stamps_summary.py --kernel single names them.)
   if (threadIdx.x == 0) {
     KDTREE_STAMP(stamps::kEntryGlobal, stamps::global_time());
     KDTREE_STAMP(stamps::kEntryClock, stamps::clock());
