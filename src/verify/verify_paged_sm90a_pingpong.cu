@@ -384,13 +384,17 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, int wg, int tid) {
   }
 }
 
+// Where a kernel's epilogue sends the rows (its kRoute).
+constexpr int kAnyRoute = 0, kToPartials = 1, kToOut = 2;
+
 // ---------------------------------------------------------------------------
 // Warpgroups 0 and 1 (kWg): per pair, the QK, softmax and both P V of this
 // warpgroup's output dims; then the epilogue. Each builds its own view of
 // the block, so that nothing is live across the register move before it.
 // kF32Rows: the rows go out in f32 (!stores_16bit), each warpgroup sums its
-// own weights.
-template <class T, int kWg, bool kF32Rows>
+// own weights. kRoute: where the rows go (partial states with several
+// splits, else out), or kAnyRoute for a kernel that asks the call.
+template <class T, int kWg, bool kF32Rows, int kRoute>
 __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned char* smem) {
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
@@ -761,7 +765,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     const int token = row_token(half);
     const int row = warp_row0 + g + 8 * half;
     const float weight = kOwnWeights ? w[2 * half] : blk.row_weights()[row] + w_fix[half];
-    normalize_row_half(a, o, half, weight);
+    normalize_row_half<kF32Rows ? 0 : 1>(a, o, half, weight);
     if (token < 0) continue;
     const int h = blk.row0 + row - token * a.num_heads;
     const int64_t t = req.q_start + token;
@@ -770,19 +774,21 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       const float l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
-    // Partial states straight from registers: store_out_row's 8-byte stores
+    // Partial states straight from registers: store_partial_row's 8-byte stores
     // fill whole sectors (through shared memory measured 0.6-1.2% slower on
     // S1-S5, session 21).
-    if (a.num_splits > 1) {
-      store_out_row<32>(a, t, h, split, kWg * 256 + 2 * c,
-                        [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
+    if (kRoute == kToPartials || (kRoute == kAnyRoute && a.num_splits > 1)) {
+      // (The launch picked kF32Rows from the states' dtype: stores_16bit.)
+      using Partial = typename std::conditional<kF32Rows, float, __nv_bfloat16>::type;
+      store_partial_row<Partial, 32>(a, t, h, split, kWg * 256 + 2 * c,
+                                     [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
     }
   }
   // One split: from registers, out's rows would take 4-byte stores of bf16
   // pairs. Both warpgroups' wgmmas are done, so every stage is free: each
   // stages its rows in its own stage's bytes (stage_o_rows) and copies them
   // out in 16-byte chunks (copy_o_rows; S7 -0.9..-1.3%, session 21).
-  if (a.num_splits == 1) {
+  if (kRoute == kToOut || (kRoute == kAnyRoute && a.num_splits == 1)) {
     stage_o_rows<kF32Rows>(a, o, blk.stage_addr(kWg), warp_row0);
     named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
     copy_o_rows<kF32Rows>(blk, kWg, threadIdx.x % kGroup);
@@ -793,7 +799,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   }
 }
 
-template <class T, bool kF32Rows>
+template <class T, bool kF32Rows, int kRoute>
 __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -845,9 +851,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     warpgroup_regs_inc<kScoreRegs>();
     if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
-      score_warpgroup<T, 0, kF32Rows>(a, smem);
+      score_warpgroup<T, 0, kF32Rows, kRoute>(a, smem);
     } else {
-      score_warpgroup<T, 1, kF32Rows>(a, smem);
+      score_warpgroup<T, 1, kF32Rows, kRoute>(a, smem);
     }
     return;
   }
@@ -862,13 +868,19 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 
 }  // namespace
 
+// The kernel for the call's rows: 16-bit rows to partial states or to out
+// (each kernel's epilogue holds one path), f32 rows either way (with the
+// route fixed, the out kernel's epilogue spilled 32 bytes).
+template <class T>
+auto pingpong_kernel_for(const PagedArgs& a) {
+  if (!stores_16bit(a)) return verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>;
+  return a.num_splits > 1 ? verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>
+                          : verify_paged_sm90a_pingpong_kernel<T, false, kToOut>;
+}
+
 template <class T>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
-  if (stores_16bit(a)) {
-    verify_paged_sm90a_pingpong_kernel<T, false><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
-  } else {
-    verify_paged_sm90a_pingpong_kernel<T, true><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
-  }
+  pingpong_kernel_for<T>(a)<<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
 #if KDTREE_SM90A_STAMPS
   stamps::print_after_launch(grid_of(a), stream);
@@ -877,7 +889,9 @@ void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
 
 template <class T>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
-  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, false>, verify_paged_sm90a_pingpong_kernel<T, true>}) {
+  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>,
+                            verify_paged_sm90a_pingpong_kernel<T, false, kToOut>,
+                            verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>}) {
     allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a ping-pong verify tiles",
                        "verify_paged_sm90a_pingpong_kernel");
   }

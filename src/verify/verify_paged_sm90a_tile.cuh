@@ -135,15 +135,23 @@ __device__ __forceinline__ float exp_pack(const float (&s)[32], int half, float 
 
 // Row half `half` of a score warpgroup's O (o[4j + 2 half], o[4j + 2 half +
 // 1], j < 32: 256 output dims) divided by the row's weight, in place
-// (normalize_row).
+// (normalize_row; kRows16: the rows' width known at compile time, 1 for 16
+// bits, 0 for f32, -1 from the call's dtypes).
+template <int kRows16 = -1>
 __device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o)[128], int half, float weight) {
-  normalize_row(a, row_divisor(a, weight), [&](auto divide) {
+  const auto divide_all = [&](auto divide) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       o[4 * j + 2 * half] = divide(o[4 * j + 2 * half]);
       o[4 * j + 2 * half + 1] = divide(o[4 * j + 2 * half + 1]);
     }
-  });
+  };
+  const RowDivisor div = row_divisor(a, weight);
+  if constexpr (kRows16 < 0) {
+    normalize_row(a, div, divide_all);
+  } else {
+    normalize_row_as<kRows16 == 1>(div, divide_all);
+  }
 }
 
 // P to the [64 rows][64 keys] block at p_block, four 8 x 8 blocks per
