@@ -5,6 +5,8 @@
 # timing call, prints its stamps) and summarizes them (stamps_summary.py).
 #   bash bench/probes/run_stamps.sh S1:63 S7:65     (shape:tiles per block)
 #   bash bench/probes/run_stamps.sh S8:9:single      (the single-warpgroup kernel)
+#   bash bench/probes/run_stamps.sh S1:63:merge S8:9:merge
+#                                   (the split merge of the same call, after the verify kernel)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
@@ -22,5 +24,9 @@ for spec in "${@:-S1:63}"; do
   KDTREE_PROBE_STAMPS=30 timeout 120 python3 bench/bench.py --shapes "$shape" --peers none --quick \
     > "$log/$shape.log" 2>&1
   echo "== $shape: $(grep -m1 "^\[$shape\]" "$log/$shape.log" | cut -c1-90)"
-  python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles" --kernel "$kernel"
+  if [ "$kernel" = merge ]; then
+    python3 bench/probes/stamps_summary.py "$log/$shape.log" --kernel merge
+  else
+    python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles" --kernel "$kernel"
+  fi
 done

@@ -5,10 +5,13 @@ warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
 median, min and max over the blocks of the microseconds since the block's entry.
 
-    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single]
+    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single|merge]
 (--tiles: the blocks' tiles, for warpgroup 0's loop time per tile; --kernel
 single: the single-warpgroup kernel's points, verify_paged_sm90a.cu, which
-records a subset of the numbers with its own meaning)
+records a subset of the numbers with its own meaning; --kernel merge: the split
+merge's MSTAMP lines, verify_paged_merge.cu, and, when the log also has the
+same call's STAMP lines, its blocks' entry, wait and end after the verify
+kernel's last block end)
 """
 
 import argparse
@@ -63,15 +66,27 @@ SINGLE_POINTS = [
     (4, "wg0: epilogue end"),
     (6, "wg1: epilogue end"),
 ]
+# The split merge's points (--kernel merge; thread 0 of each block): its entry
+# and end in the slots of the verify kernels' (0, 8; 4, 9).
+MERGE_POINTS = [
+    (10, "request loaded"),
+    (11, "past the wait for the split kernel"),
+    (12, "split lse values in shared memory"),
+    (13, "their maximum"),
+    (14, "thread 0's splits summed"),
+    (15, "split parts added"),
+    (4, "stores issued (end)"),
+]
 WG0_LOOP_END, WG0_EPILOGUE_END, WG1_LOOP_END, WG1_EPILOGUE_END, GATHER_END = 3, 4, 5, 6, 7
 WG0_FIRST_HALF = 2
+MERGE_WAITED = 11
 
 
-def parse(lines: Sequence[str]) -> List[List[int]]:
-    """The NUM_POINTS values of every STAMP line."""
+def parse(lines: Sequence[str], tag: str = "STAMP") -> List[List[int]]:
+    """The NUM_POINTS values of every `tag` line (STAMP: a verify kernel's, MSTAMP: the merge's)."""
     rows = []
     for line in lines:
-        if line.startswith("STAMP "):
+        if line.startswith(tag + " "):
             values = [int(v) for v in line.split()[2:]]
             if len(values) != NUM_POINTS:
                 raise ValueError(f"a STAMP line with {len(values)} values, not {NUM_POINTS}: {line.strip()}")
@@ -79,16 +94,49 @@ def parse(lines: Sequence[str]) -> List[List[int]]:
     return rows
 
 
-def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -> Dict[str, object]:
-    """Clock rate (GHz), kernel span (us), and per point [median, min, max] in us since entry."""
-    ghz = statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
-                            for r in rows)
+def clock_ghz(rows: List[List[int]]) -> float:
+    """The SM clock's rate: each block's clocks over its global-timer nanoseconds, entry to end."""
+    return statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
+                             for r in rows)
+
+
+def stats(values: List[float]) -> List[float]:
+    return [statistics.median(values), min(values), max(values)]
+
+
+def summarize_merge(rows: List[List[int]], verify_rows: Sequence[List[int]] = ()) -> Dict[str, object]:
+    """The merge's blocks (those that reached their end): clock rate, per point [median, min, max]
+    in us since entry, and with the same call's verify rows, entry / wait / end in us after the
+    verify kernel's last warpgroup-0 end (global timer)."""
+    rows = [r for r in rows if r[WG0_EPILOGUE_END] != 0]  # blocks past a request's rows return at once
+    ghz = clock_ghz(rows)
 
     def us(clocks: float) -> float:
         return clocks / ghz / 1e3
 
-    def stats(values: List[float]) -> List[float]:
-        return [statistics.median(values), min(values), max(values)]
+    t0 = min(r[ENTRY_GLOBAL] for r in rows)
+    points = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
+    for point, name in MERGE_POINTS:
+        points[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
+    out = {"blocks": len(rows), "ghz": ghz, "span_us": (max(r[WG0_END_GLOBAL] for r in rows) - t0) / 1e3,
+           "points": points}
+    if verify_rows:
+        verify_end = max(r[WG0_END_GLOBAL] for r in verify_rows)
+        out["after_verify"] = {
+            "entry": stats([(r[ENTRY_GLOBAL] - verify_end) / 1e3 for r in rows]),
+            "past the wait": stats([(r[ENTRY_GLOBAL] - verify_end) / 1e3 + us(r[MERGE_WAITED] - r[ENTRY_CLOCK])
+                                    for r in rows]),
+            "end": stats([(r[WG0_END_GLOBAL] - verify_end) / 1e3 for r in rows]),
+        }
+    return out
+
+
+def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -> Dict[str, object]:
+    """Clock rate (GHz), kernel span (us), and per point [median, min, max] in us since entry."""
+    ghz = clock_ghz(rows)
+
+    def us(clocks: float) -> float:
+        return clocks / ghz / 1e3
 
     t0 = min(r[ENTRY_GLOBAL] for r in rows)
     ends = [(r[ENTRY_GLOBAL] - t0) / 1e3 + us(max(r[WG0_EPILOGUE_END], r[WG1_EPILOGUE_END], r[GATHER_END])
@@ -110,10 +158,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log")
     ap.add_argument("--tiles", type=int, default=0)
-    ap.add_argument("--kernel", choices=["pingpong", "single"], default="pingpong")
+    ap.add_argument("--kernel", choices=["pingpong", "single", "merge"], default="pingpong")
     args = ap.parse_args()
     with open(args.log) as f:
-        rows = parse(f.readlines())
+        lines = f.readlines()
+    if args.kernel == "merge":
+        return print_merge(args.log, parse(lines, "MSTAMP"), parse(lines))
+    rows = parse(lines)
     if not rows:
         print(f"{args.log}: no STAMP lines (a build with -DKDTREE_SM90A_STAMPS=ON and KDTREE_PROBE_STAMPS=n?)")
         return 1
@@ -124,6 +175,22 @@ def main() -> int:
         print(f"  {name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
     if args.tiles:
         print(f"  wg0's loop per tile ({args.tiles} tiles, from its first half) {s['loop_us_per_tile']:.3f}")
+    return 0
+
+
+def print_merge(log: str, rows: List[List[int]], verify_rows: List[List[int]]) -> int:
+    if not rows:
+        print(f"{log}: no MSTAMP lines (a call with several splits, a build with -DKDTREE_SM90A_STAMPS=ON?)")
+        return 1
+    s = summarize_merge(rows, verify_rows)
+    print(f"split merge: {s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; span (first entry to last end) "
+          f"{s['span_us']:.1f} us; us after each block's entry:")
+    for name, (med, lo, hi) in s["points"].items():
+        print(f"  {name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
+    if "after_verify" in s:
+        print("  us after the verify kernel's last block end (warpgroup 0's, global timer):")
+        for name, (med, lo, hi) in s["after_verify"].items():
+            print(f"  {'merge block ' + name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
     return 0
 
 

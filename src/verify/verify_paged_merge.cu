@@ -39,6 +39,7 @@
 #include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
 #include "verify/verify_launch.hpp"
+#include "verify/verify_paged_sm90a_stamps.cuh"
 #include "verify/verify_paged_tiles.cuh"
 
 namespace kdtree::verify {
@@ -150,8 +151,14 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
   constexpr int kHeads = kHeadsPerBlock<kParts>;
   __shared__ float split_lse[kHeads][kMaxSplits];
   __shared__ GroupSum part_sum[kParts > 1 ? kParts - 1 : 1][kHeads][kGroupThreads];
+  const bool stamp_thread = threadIdx.x == 0;  // (a stamps build's points: verify_paged_sm90a_stamps.cuh)
+  if (stamp_thread) {
+    KDTREE_STAMP(stamps::kEntryGlobal, stamps::global_time());
+    KDTREE_STAMP(stamps::kEntryClock, stamps::clock());
+  }
   const int b = blockIdx.x / a.max_q_len, i = blockIdx.x % a.max_q_len;
   const Request req = load_request(a, b, false);
+  if (stamp_thread) KDTREE_STAMP(stamps::kMergeRequestLoaded, stamps::clock_after(req.q_len));
   if (!req.valid || i >= req.q_len) return;
   const int64_t t = req.q_start + i;
   const int64_t stride = a.total_q * a.num_heads;  // between splits, in states
@@ -168,18 +175,22 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
                            min((part + 1) * per, a.num_splits)};
 
   wait_for_prerequisite_grid();  // the split kernel's partial states
+  if (stamp_thread) KDTREE_STAMP(stamps::kMergeWaited, stamps::clock());
   if (active) splits.load_chunk(splits.s_begin);
   for (int e = threadIdx.x; e < heads * a.num_splits; e += kMergeThreads) {
     const int s = e % a.num_splits, head = e / a.num_splits;
     split_lse[head][s] = a.partial_lse[t * a.num_heads + h0 + head + s * stride];
   }
   __syncthreads();
+  if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseShared, stamps::clock());
   const float* lse = split_lse[j];
   float lse_max = -INFINITY;
   for (int s = 0; active && s < a.num_splits; ++s) lse_max = fmaxf(lse_max, lse[s]);
+  if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseMax, stamps::clock_after(__float_as_int(lse_max)));
 
   GroupSum sum{};
   if (lse_max != -INFINITY) sum = splits.sum(lse, lse_max);
+  if (stamp_thread) KDTREE_STAMP(stamps::kMergeSummed, stamps::clock_after(__float_as_int(sum.weight)));
   if constexpr (kParts > 1) {
     if (part > 0) part_sum[part - 1][j][k] = sum;
     __syncthreads();
@@ -194,6 +205,7 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
       }
       sum.weight += other.weight;
     }
+    if (stamp_thread) KDTREE_STAMP(stamps::kMergePartsAdded, stamps::clock_after(__float_as_int(sum.weight)));
   }
   if (lse_max != -INFINITY) {
     // Divide (not multiply by 1/sum): states that all hold exactly 1 merge to exactly 1.
@@ -216,6 +228,10 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
   if (a.lse != nullptr && k == 0) {
     a.lse[state0] = lse_max == -INFINITY ? -INFINITY : lse_max + logf(sum.weight);
   }
+  if (stamp_thread) {
+    KDTREE_STAMP(stamps::kWg0EpilogueEnd, stamps::clock());
+    KDTREE_STAMP(stamps::kWg0EndGlobal, stamps::global_time());
+  }
 }
 
 template <int kParts, class Partial>
@@ -231,6 +247,9 @@ void launch_kernel(const PagedArgs& a, bool dependent_launch, cudaStream_t strea
   config.numAttrs = dependent_launch ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, verify_split_merge_kernel<kParts, Partial>, a), "kdtree_verify_paged",
              "verify_split_merge_kernel");
+#if KDTREE_SM90A_STAMPS
+  stamps::print_after_launch(config.gridDim, stream, true);
+#endif
 }
 
 template <int kParts>

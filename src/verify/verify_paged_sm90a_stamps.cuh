@@ -1,15 +1,17 @@
-// Per-block timeline stamps of the sm_90a kernels, for a probe build only
-// (-DKDTREE_SM90A_STAMPS=ON; bench/probes/run_stamps.sh). One thread of
-// each role records %clock64 at the points below of its path, and
-// %globaltimer at the block's entry and warpgroup 0's end, into a device
-// array (one per translation unit); after the verify launch numbered
+// Per-block timeline stamps of the sm_90a kernels and the split merge, for a
+// probe build only (-DKDTREE_SM90A_STAMPS=ON; bench/probes/run_stamps.sh).
+// One thread of each role records %clock64 at the points below of its path,
+// and %globaltimer at the block's entry and warpgroup 0's end, into a device
+// array (one per translation unit); after the launch numbered
 // $KDTREE_PROBE_STAMPS of that unit's kernel a one-thread kernel prints each
-// block's row ("STAMP block v0 .. v31"), which
+// block's row ("STAMP block v0 .. v31"; the merge's "MSTAMP"), which
 // bench/probes/stamps_summary.py turns into per-phase medians. The points are
 // named for the ping-pong kernel; the single-warpgroup kernel records a
-// subset with its own meaning (stamps_summary.py --kernel single). In every
-// other build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
-// (docs/perf_notes.md, sessions 20-21: where a call's fixed cost goes.)
+// subset with its own meaning (stamps_summary.py --kernel single), and so
+// does the merge with the kMerge* names (--kernel merge). In every other
+// build KDTREE_STAMP compiles to nothing and the kernels are unchanged.
+// (docs/perf_notes.md, sessions 20-21: where a call's fixed cost goes;
+// session 23: what the merge costs.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -54,6 +56,17 @@ enum Point : int {
   kWg1SumsPassed = 31,
   kPoints = 32
 };
+// The split merge's points (verify_paged_merge.cu, thread 0 of each block),
+// in slots the verify kernels' names above also use: its entry and end keep
+// the meaning of kEntryGlobal, kEntryClock, kWg0EpilogueEnd and kWg0EndGlobal.
+enum MergePoint : int {
+  kMergeRequestLoaded = 10,  // the block's request loaded (before the wait)
+  kMergeWaited = 11,         // past the wait for the split kernel
+  kMergeLseShared = 12,      // the splits' lse values in shared memory
+  kMergeLseMax = 13,         // their maximum
+  kMergeSummed = 14,         // this thread's splits summed
+  kMergePartsAdded = 15,     // the split parts added (the barrier before passed)
+};
 constexpr unsigned kMaxBlocks = 4096;  // blocks past it record nothing
 static_assert(kPoints == 32, "a STAMP line prints 32 values");
 
@@ -89,24 +102,28 @@ __device__ __forceinline__ void record(int point, unsigned long long value) {
   if (b < kMaxBlocks) g_stamps[b * kPoints + point] = value;
 }
 
-__global__ void print_stamps_kernel(unsigned blocks) {
+__global__ void print_stamps_kernel(unsigned blocks, bool merge) {
   // Two printf calls for one line: device printf takes at most 32 arguments
   // after the format, and a line has 33 (one printf lost point 31).
   for (unsigned b = 0; b < blocks && b < kMaxBlocks; ++b) {
     const unsigned long long* v = g_stamps + b * kPoints;
-    printf("STAMP %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", b, v[0], v[1],
-           v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]);
+    printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+           merge ? "MSTAMP" : "STAMP", b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+           v[12], v[13], v[14], v[15]);
     printf(" %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", v[16], v[17], v[18],
            v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27], v[28], v[29], v[30], v[31]);
   }
 }
 
-// After each verify launch: the launch numbered $KDTREE_PROBE_STAMPS (from 1)
-// prints its stamps (a probe build, one host thread).
-inline void print_after_launch(dim3 grid, cudaStream_t stream) {
+// After each launch of the unit's kernel: the launch numbered
+// $KDTREE_PROBE_STAMPS (from 1) prints its stamps (a probe build, one host
+// thread; `merge`: the split merge's, as MSTAMP lines).
+inline void print_after_launch(dim3 grid, cudaStream_t stream, bool merge = false) {
   static int launches = 0;
   const char* at = std::getenv("KDTREE_PROBE_STAMPS");
-  if (at != nullptr && ++launches == std::atoi(at)) print_stamps_kernel<<<1, 1, 0, stream>>>(grid.x * grid.y * grid.z);
+  if (at != nullptr && ++launches == std::atoi(at)) {
+    print_stamps_kernel<<<1, 1, 0, stream>>>(grid.x * grid.y * grid.z, merge);
+  }
 }
 
 }  // namespace

@@ -61,3 +61,34 @@ def test_single_kernel_points():
     # Point 6 (warpgroup 1's end) at 7 us, the loop end (point 3) at 100 us.
     assert points["wg1: epilogue (from its loop end)"][0] == pytest.approx(7.0 - 100.0, abs=1e-3)
     assert s["loop_us_per_tile"] == pytest.approx(96.0 / 8, abs=1e-5)
+
+
+def merge_line(block, entry_ns, end=True, entry_clock=50_000):
+    """A merge block: point p (10..15) at (p - 9) us after entry, its end at 8 us."""
+    v = [0] * stamps_summary.NUM_POINTS
+    v[0], v[8] = entry_ns, entry_clock
+    for p in range(10, 16):
+        v[p] = entry_clock + int((p - 9) * 1000 * GHZ)
+    if end:
+        v[4] = entry_clock + int(8_000 * GHZ)
+        v[9] = entry_ns + 8_000
+    return "MSTAMP %d %s\n" % (block, " ".join(map(str, v)))
+
+
+def test_merge_points_and_offsets_after_the_verify_kernel():
+    """--kernel merge: MSTAMP lines apart from STAMP ones, blocks that returned early left out,
+    and the merge's entry, wait and end after the verify kernel's last warpgroup-0 end."""
+    lines = [block_line(0, 1_000_000), block_line(1, 1_000_500),  # verify ends at 1_120_500 ns
+             merge_line(0, 1_121_500), merge_line(1, 1_122_500), merge_line(2, 1_121_000, end=False)]
+    rows = stamps_summary.parse(lines, "MSTAMP")
+    assert len(rows) == 3 and len(stamps_summary.parse(lines)) == 2
+    s = stamps_summary.summarize_merge(rows, stamps_summary.parse(lines))
+    assert s["blocks"] == 2
+    assert s["ghz"] == pytest.approx(GHZ, rel=1e-6)
+    assert s["points"]["past the wait for the split kernel"][0] == pytest.approx(2.0, abs=1e-3)  # point 11
+    assert s["points"]["stores issued (end)"][0] == pytest.approx(8.0, abs=1e-3)
+    assert s["span_us"] == pytest.approx(9.0, abs=1e-3)  # 1_121_500 -> 1_130_500
+    after = s["after_verify"]
+    assert after["entry"] == pytest.approx([1.5, 1.0, 2.0])
+    assert after["past the wait"][0] == pytest.approx(3.5, abs=1e-3)
+    assert after["end"] == pytest.approx([9.5, 9.0, 10.0])
