@@ -108,7 +108,9 @@ def summarize_merge(rows: List[List[int]], verify_rows: Sequence[List[int]] = ()
     """The merge's blocks (those that reached their end): clock rate, per point [median, min, max]
     in us since entry, and with the same call's verify rows, entry / wait / end in us after the
     verify kernel's last warpgroup-0 end (global timer)."""
-    rows = [r for r in rows if r[WG0_EPILOGUE_END] != 0]  # blocks past a request's rows return at once
+    # Blocks past a request's rows return at once: their end stamps are missing
+    # or a previous launch's (before this entry by the global timer).
+    rows = [r for r in rows if r[WG0_END_GLOBAL] > r[ENTRY_GLOBAL]]
     ghz = clock_ghz(rows)
 
     def us(clocks: float) -> float:

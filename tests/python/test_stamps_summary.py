@@ -64,14 +64,14 @@ def test_single_kernel_points():
 
 
 def merge_line(block, entry_ns, end=True, entry_clock=50_000):
-    """A merge block: point p (10..15) at (p - 9) us after entry, its end at 8 us."""
+    """A merge block: point p (10..15) at (p - 9) us after entry, its end at 8 us (without
+    `end`, the end stamps of an earlier launch)."""
     v = [0] * stamps_summary.NUM_POINTS
     v[0], v[8] = entry_ns, entry_clock
     for p in range(10, 16):
         v[p] = entry_clock + int((p - 9) * 1000 * GHZ)
-    if end:
-        v[4] = entry_clock + int(8_000 * GHZ)
-        v[9] = entry_ns + 8_000
+    v[4] = entry_clock + int(8_000 * GHZ)
+    v[9] = entry_ns + (8_000 if end else -50_000)
     return "MSTAMP %d %s\n" % (block, " ".join(map(str, v)))
 
 
