@@ -300,11 +300,11 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
     }
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
     copy_half(even, 0, 1, false);
-    if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy3 : stamps::kPair1Copy3, stamps::clock());
+    if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy3, stamps::clock());
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
       copy_half(odd, 1, 0, false);
-      if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy4 : stamps::kPair1Copy4, stamps::clock());
+      if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy4, stamps::clock());
     }
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
@@ -573,6 +573,9 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // Warpgroup 0 moves from the pair before's maximum by its own tile;
     // warpgroup 1 from warpgroup 0's new maximum by its tile. Lazy: the
     // maximum moves only when a score passes it by kRescaleLog2.
+    if (kWg == 1 && pair == 0 && threadIdx.x == kGroup) {
+      KDTREE_STAMP(stamps::kWg1Pair0Scores, stamps::clock());  // (score_tile waited for its wgmmas)
+    }
     if (kWg == 1) mbarrier_wait(blk.hand(kMaxA), pair & 1);
     uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
     float scale_old[2];
@@ -592,6 +595,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     }
     if (kWg == 0) {
       mbarrier_arrive(blk.hand(kMaxA));
+      if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0MaxAHanded, stamps::clock());
     } else {
       mbarrier_arrive(blk.hand(kMaxB));
     }

@@ -44,8 +44,8 @@ enum Point : int {
   kPair1Copy1 = 19,     // pair 1's first copy issued
   kPair1Copy2Free = 20, // pair 1's second copy: its stage half free
   kPair1Copy2 = 21,
-  kPair1Copy3 = 22,
-  kPair1Copy4 = 23,
+  kWg0MaxAHanded = 22,  // warpgroup 0 past pair 0's softmax (its maxima to warpgroup 1)
+  kWg1Pair0Scores = 23, // warpgroup 1's pair-0 scores done, at its wait for those maxima
   kGatherRegsSet = 24,  // the gather's setmaxnreg done (before its view)
   kScoreRegsSet = 25,   // warpgroup 0's setmaxnreg done
   kWg0QReady = 26,      // warpgroup 0 past the Q barrier
