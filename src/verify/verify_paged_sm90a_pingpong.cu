@@ -764,12 +764,14 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   mbarrier_arrive(blk.hand(kSums));
   mbarrier_wait(blk.hand(kSums), 0);
   if (threadIdx.x % kGroup == 0) KDTREE_STAMP(kWg == 0 ? stamps::kWg0SumsPassed : stamps::kWg1SumsPassed, stamps::clock());
+  // Where the rows go: kRoute, or with kAnyRoute the call's split count.
+  const bool to_partials = kRoute == kToPartials || (kRoute == kAnyRoute && a.num_splits > 1);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int token = row_token(half);
     const int row = warp_row0 + g + 8 * half;
     const float weight = kOwnWeights ? w[2 * half] : blk.row_weights()[row] + w_fix[half];
-    normalize_row_half<kF32Rows ? 0 : 1>(a, o, half, weight);
+    normalize_row_as<!kF32Rows>(row_divisor(a, weight), row_half_normalizer(o, half));
     if (token < 0) continue;
     const int h = blk.row0 + row - token * a.num_heads;
     const int64_t t = req.q_start + token;
@@ -781,7 +783,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     // Partial states straight from registers: store_partial_row's 8-byte stores
     // fill whole sectors (through shared memory measured 0.6-1.2% slower on
     // S1-S5, session 21).
-    if (kRoute == kToPartials || (kRoute == kAnyRoute && a.num_splits > 1)) {
+    if (to_partials) {
       // (The launch picked kF32Rows from the states' dtype: stores_16bit.)
       using Partial = typename std::conditional<kF32Rows, float, __nv_bfloat16>::type;
       store_partial_row<Partial, 32>(a, t, h, split, kWg * 256 + 2 * c,
@@ -792,7 +794,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   // pairs. Both warpgroups' wgmmas are done, so every stage is free: each
   // stages its rows in its own stage's bytes (stage_o_rows) and copies them
   // out in 16-byte chunks (copy_o_rows; S7 -0.9..-1.3%, session 21).
-  if (kRoute == kToOut || (kRoute == kAnyRoute && a.num_splits == 1)) {
+  if (!to_partials) {
     stage_o_rows<kF32Rows>(a, o, blk.stage_addr(kWg), warp_row0);
     named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
     copy_o_rows<kF32Rows>(blk, kWg, threadIdx.x % kGroup);

@@ -133,25 +133,23 @@ __device__ __forceinline__ float exp_pack(const float (&s)[32], int half, float 
   return sum;
 }
 
-// Row half `half` of a score warpgroup's O (o[4j + 2 half], o[4j + 2 half +
-// 1], j < 32: 256 output dims) divided by the row's weight, in place
-// (normalize_row; kRows16: the rows' width known at compile time, 1 for 16
-// bits, 0 for f32, -1 from the call's dtypes).
-template <int kRows16 = -1>
-__device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o)[128], int half, float weight) {
-  const auto divide_all = [&](auto divide) {
+// The normalize function (verify_paged_args.cuh's normalize_row) for row half
+// `half` of a score warpgroup's O (o[4j + 2 half], o[4j + 2 half + 1], j <
+// 32: 256 output dims): each value divided in place.
+__device__ __forceinline__ auto row_half_normalizer(float (&o)[128], int half) {
+  return [&o, half](auto divide) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       o[4 * j + 2 * half] = divide(o[4 * j + 2 * half]);
       o[4 * j + 2 * half + 1] = divide(o[4 * j + 2 * half + 1]);
     }
   };
-  const RowDivisor div = row_divisor(a, weight);
-  if constexpr (kRows16 < 0) {
-    normalize_row(a, div, divide_all);
-  } else {
-    normalize_row_as<kRows16 == 1>(div, divide_all);
-  }
+}
+
+// That row half divided by the row's weight, in the form the call's dtypes
+// ask for (normalize_row).
+__device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o)[128], int half, float weight) {
+  normalize_row(a, row_divisor(a, weight), row_half_normalizer(o, half));
 }
 
 // P to the [64 rows][64 keys] block at p_block, four 8 x 8 blocks per
