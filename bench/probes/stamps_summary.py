@@ -94,14 +94,25 @@ def parse(lines: Sequence[str], tag: str = "STAMP") -> List[List[int]]:
     return rows
 
 
-def clock_ghz(rows: List[List[int]]) -> float:
-    """The SM clock's rate: each block's clocks over its global-timer nanoseconds, entry to end."""
-    return statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
-                             for r in rows)
+def clock_us(rows: List[List[int]]):
+    """The SM clock's rate (GHz: each block's clocks over its global-timer nanoseconds, entry
+    to end) and the function that turns clocks into microseconds at that rate."""
+    ghz = statistics.median((r[WG0_EPILOGUE_END] - r[ENTRY_CLOCK]) / max(r[WG0_END_GLOBAL] - r[ENTRY_GLOBAL], 1)
+                            for r in rows)
+    return ghz, lambda clocks: clocks / ghz / 1e3
 
 
 def stats(values: List[float]) -> List[float]:
     return [statistics.median(values), min(values), max(values)]
+
+
+def since_entry(rows: List[List[int]], points, us) -> Dict[str, List[float]]:
+    """Each block's entry after the first block's, then each named point after the block's own entry."""
+    t0 = min(r[ENTRY_GLOBAL] for r in rows)
+    out = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
+    for point, name in points:
+        out[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
+    return out
 
 
 def summarize_merge(rows: List[List[int]], verify_rows: Sequence[List[int]] = ()) -> Dict[str, object]:
@@ -111,17 +122,10 @@ def summarize_merge(rows: List[List[int]], verify_rows: Sequence[List[int]] = ()
     # Blocks past a request's rows return at once: their end stamps are missing
     # or a previous launch's (before this entry by the global timer).
     rows = [r for r in rows if r[WG0_END_GLOBAL] > r[ENTRY_GLOBAL]]
-    ghz = clock_ghz(rows)
-
-    def us(clocks: float) -> float:
-        return clocks / ghz / 1e3
-
+    ghz, us = clock_us(rows)
     t0 = min(r[ENTRY_GLOBAL] for r in rows)
-    points = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
-    for point, name in MERGE_POINTS:
-        points[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
     out = {"blocks": len(rows), "ghz": ghz, "span_us": (max(r[WG0_END_GLOBAL] for r in rows) - t0) / 1e3,
-           "points": points}
+           "points": since_entry(rows, MERGE_POINTS, us)}
     if verify_rows:
         verify_end = max(r[WG0_END_GLOBAL] for r in verify_rows)
         out["after_verify"] = {
@@ -135,18 +139,12 @@ def summarize_merge(rows: List[List[int]], verify_rows: Sequence[List[int]] = ()
 
 def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -> Dict[str, object]:
     """Clock rate (GHz), kernel span (us), and per point [median, min, max] in us since entry."""
-    ghz = clock_ghz(rows)
-
-    def us(clocks: float) -> float:
-        return clocks / ghz / 1e3
-
+    ghz, us = clock_us(rows)
     t0 = min(r[ENTRY_GLOBAL] for r in rows)
     ends = [(r[ENTRY_GLOBAL] - t0) / 1e3 + us(max(r[WG0_EPILOGUE_END], r[WG1_EPILOGUE_END], r[GATHER_END])
                                                 - r[ENTRY_CLOCK]) for r in rows]
-    points = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
     single = kernel == "single"
-    for point, name in SINGLE_POINTS if single else POINTS:
-        points[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
+    points = since_entry(rows, SINGLE_POINTS if single else POINTS, us)
     points["wg0: epilogue (from its loop end)"] = stats([us(r[WG0_EPILOGUE_END] - r[WG0_LOOP_END]) for r in rows])
     wg1_loop_end = WG0_LOOP_END if single else WG1_LOOP_END
     points["wg1: epilogue (from its loop end)"] = stats([us(r[WG1_EPILOGUE_END] - r[wg1_loop_end]) for r in rows])
@@ -154,6 +152,11 @@ def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -
     if tiles:
         out["loop_us_per_tile"] = statistics.median(us(r[WG0_LOOP_END] - r[WG0_FIRST_HALF]) / tiles for r in rows)
     return out
+
+
+def print_points(points: Dict[str, List[float]], prefix: str = "") -> None:
+    for name, (med, lo, hi) in points.items():
+        print(f"  {prefix + name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
 
 
 def main() -> int:
@@ -173,8 +176,7 @@ def main() -> int:
     s = summarize(rows, args.tiles, args.kernel)
     print(f"{s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; kernel span (first entry to last block's end) "
           f"{s['span_us']:.1f} us; us after each block's entry:")
-    for name, (med, lo, hi) in s["points"].items():
-        print(f"  {name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
+    print_points(s["points"])
     if args.tiles:
         print(f"  wg0's loop per tile ({args.tiles} tiles, from its first half) {s['loop_us_per_tile']:.3f}")
     return 0
@@ -187,12 +189,10 @@ def print_merge(log: str, rows: List[List[int]], verify_rows: List[List[int]]) -
     s = summarize_merge(rows, verify_rows)
     print(f"split merge: {s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; span (first entry to last end) "
           f"{s['span_us']:.1f} us; us after each block's entry:")
-    for name, (med, lo, hi) in s["points"].items():
-        print(f"  {name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
+    print_points(s["points"])
     if "after_verify" in s:
         print("  us after the verify kernel's last block end (warpgroup 0's, global timer):")
-        for name, (med, lo, hi) in s["after_verify"].items():
-            print(f"  {'merge block ' + name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
+        print_points(s["after_verify"], "merge block ")
     return 0
 
 
