@@ -74,11 +74,25 @@ __device__ void store_float4(Out* out, float4 v) {
   }
 }
 
+// The row's sums divided by their weight `div` (all-ones states give exactly
+// 1): RowDivisor's refined division for f32 outputs, its product for 16-bit
+// ones (within 1.5 ulp, which bf16 and f16 rounding leaves at the quotient's
+// value; one reciprocal a thread instead of eight IEEE divisions).
 template <class Out>
-__device__ void store_row(const PagedArgs& a, int64_t at, int k, const float4 (&acc)[kVecs]) {
+__device__ void store_row(const PagedArgs& a, int64_t at, int k, const float4 (&acc)[kVecs], const RowDivisor& div) {
   Out* out = static_cast<Out*>(a.out) + at;
+  const auto divide = [&](float x) {
+    if constexpr (std::is_same<Out, float>::value) {
+      return div(x);
+    } else {
+      return div.product(x);
+    }
+  };
 #pragma unroll
-  for (int j = 0; j < kVecs; ++j) store_float4(out + 4 * (k + j * kGroupThreads), acc[j]);
+  for (int j = 0; j < kVecs; ++j) {
+    const float4 x = acc[j];
+    store_float4(out + 4 * (k + j * kGroupThreads), make_float4(divide(x.x), divide(x.y), divide(x.z), divide(x.w)));
+  }
 }
 
 // Four consecutive values of a partial state (PagedArgs::partial_dtype), as
@@ -183,9 +197,16 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
   }
   __syncthreads();
   if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseShared, stamps::clock());
+  // Their maximum: each warp of the group reads every split's, a lane per
+  // split, and reduces by shuffles (a group is two whole warps, all active
+  // or not).
   const float* lse = split_lse[j];
   float lse_max = -INFINITY;
-  for (int s = 0; active && s < a.num_splits; ++s) lse_max = fmaxf(lse_max, lse[s]);
+  for (int s = threadIdx.x % 32; active && s < a.num_splits; s += 32) lse_max = fmaxf(lse_max, lse[s]);
+#pragma unroll
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) {
+    lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffffu, lse_max, lane_mask));
+  }
   if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseMax, stamps::clock_after(__float_as_int(lse_max)));
 
   GroupSum sum{};
@@ -207,23 +228,16 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
     }
     if (stamp_thread) KDTREE_STAMP(stamps::kMergePartsAdded, stamps::clock_after(__float_as_int(sum.weight)));
   }
-  if (lse_max != -INFINITY) {
-    // Divide (not multiply by 1/sum): states that all hold exactly 1 merge to exactly 1.
-#pragma unroll
-    for (int v = 0; v < kVecs; ++v) {
-      const float4 x = sum.acc[v];
-      sum.acc[v] = make_float4(x.x / sum.weight, x.y / sum.weight, x.z / sum.weight, x.w / sum.weight);
-    }
-  }
-
   if (!active) return;
+  // No visible key in any split: the sums stay 0 (divided by 1).
+  const RowDivisor div(lse_max != -INFINITY ? sum.weight : 1.f);
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head;
   if (a.out_dtype == KDTREE_DTYPE_F32) {
-    store_row<float>(a, at, k, sum.acc);
+    store_row<float>(a, at, k, sum.acc, div);
   } else if (a.out_dtype == KDTREE_DTYPE_BF16) {
-    store_row<__nv_bfloat16>(a, at, k, sum.acc);
+    store_row<__nv_bfloat16>(a, at, k, sum.acc, div);
   } else {
-    store_row<__half>(a, at, k, sum.acc);
+    store_row<__half>(a, at, k, sum.acc, div);
   }
   if (a.lse != nullptr && k == 0) {
     a.lse[state0] = lse_max == -INFINITY ? -INFINITY : lse_max + logf(sum.weight);
