@@ -51,10 +51,10 @@
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
 // QK only), warpgroup 1's P in a block of its own. Epilogue as the portable
-// kernel: O / w and lse to the output (staged in the freed stages and copied
-// out in 16-byte chunks), or the split's partial state for
+// kernel: O / w and lse to the output, or the split's partial state for
 // verify_paged_merge, which this kernel lets launch (programmatic dependent
-// launch) as its epilogue begins.
+// launch) as its epilogue begins; each warpgroup stages its rows in its freed
+// stage and sends them out by the bulk-copy engine, a row per copy.
 #include "common/cuda_check.hpp"
 #include "common/grid_dependency.cuh"
 #include "common/mbarrier.cuh"
@@ -174,7 +174,6 @@ struct Sm90aBlock {
 
   __device__ uint32_t base() const { return smem_addr(smem); }
   __device__ uint32_t stage_addr(int stage) const { return base() + kOffKv + stage * kTileBytes; }
-  __device__ const unsigned char* stage_bytes(int stage) const { return smem + kOffKv + stage * kTileBytes; }
   // Ones: a 16 x 8 B operand needs no layout, every element being 1.
   __device__ uint64_t ones_desc() const { return wgmma_desc(base() + kOffOnes, 128, 256, WgmmaLayout::kInterleave); }
   __device__ float* row_max(int wg) const { return reinterpret_cast<float*>(smem + kOffMax) + wg * kRows; }
@@ -316,72 +315,76 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 }
 
 // ---------------------------------------------------------------------------
-// The epilogue's output rows when the call has one split: a warpgroup's
-// normalized O ([64 rows][256 dims], the wgmma accumulator layout) to shared
-// memory at `at` in out's element type (kF32Rows: f32, else bf16 or f16),
-// rows of 256 elements whose 16-byte chunks are swizzled by the row's low
-// three bits (chunk k of row r at k ^ (r & 7)), so that neither side
-// conflicts on banks.
+// The epilogue's rows leave by the bulk-copy engine, one row per copy: a
+// warpgroup stages its normalized O ([64 rows][256 dims], the wgmma
+// accumulator layout) in its own KV stage, then 64 of its threads issue one
+// copy each. The epilogue runs once per block from a cold instruction cache,
+// where its time follows its code (docs/perf_notes.md, sessions 22-24); the
+// copies replace ~500 instructions of stores from registers (partial states)
+// or a copy loop (out).
+//
+// A staged row: 256 elements of the rows' type (kF32Rows: f32, else bf16 or
+// f16 as out_dtype; 16-bit partial states are bf16 and come with a bf16 out),
+// contiguous as a copy takes them, the next row kStagedPitch bytes on: the 16
+// bytes of padding put the eight rows of each stmatrix on distinct banks.
 template <bool kF32Rows>
-__device__ __forceinline__ void stage_o_rows(const PagedArgs& a, const float (&o)[128], uint32_t at, int warp_row0) {
-  const int lane = threadIdx.x % 32;
-  if constexpr (kF32Rows) {
-    // Thread (g, c) holds dims 8j + 2c, +1 of rows g and g + 8: chunk 2j + c / 2.
-    const int g = lane / 4, c = lane % 4;
+constexpr uint32_t kStagedRowBytes = 256 * (kF32Rows ? 4 : 2);
+template <bool kF32Rows>
+constexpr uint32_t kStagedPitch = kStagedRowBytes<kF32Rows> + 16;
+static_assert(kRows * kStagedPitch<true> <= kTileBytes, "a warpgroup's f32 rows fit its stage");
+
+// Row half `half` of this thread's rows in f32 (kF32Rows) at `at`: thread
+// (g, c) holds dims 8j + 2c, +1 of rows g and g + 8 (staged one half at a
+// time, right after its normalization: both halves at once spilled).
+__device__ __forceinline__ void stage_f32_row_half(const float (&o)[128], uint32_t at, int warp_row0, int half) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const uint32_t row_at = at + (warp_row0 + g + 8 * half) * kStagedPitch<true> + c * 8;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp_row0 + g + 8 * half;
-      const uint32_t row_at = at + r * 1024 + (c % 2) * 8;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const uint32_t addr = row_at + (((2 * j + c / 2) ^ (r & 7)) << 4);
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(o[4 * j + 2 * half]),
-                     "f"(o[4 * j + 2 * half + 1]) : "memory");
-      }
-    }
-  } else {
-    // Four 8 x 8 blocks per stmatrix, as store_p: lane L names row L % 8 of
-    // block m = L / 8 (row half m % 2, dim block 2q + m / 2).
-    const int m = lane / 8, r8 = lane % 8;
-    const uint32_t row_at = at + (warp_row0 + 8 * (m % 2) + r8) * 512;
-    const auto stage = [&](auto pack) {
-#pragma unroll
-      for (int q = 0; q < 16; ++q) {
-        const uint32_t regs[4] = {pack(o[8 * q], o[8 * q + 1]), pack(o[8 * q + 2], o[8 * q + 3]),
-                                  pack(o[8 * q + 4], o[8 * q + 5]), pack(o[8 * q + 6], o[8 * q + 7])};
-        stmatrix_x4(row_at + (((2 * q + m / 2) ^ r8) << 4), regs);
-      }
-    };
-    if (a.out_dtype == KDTREE_DTYPE_BF16) {
-      stage([](float x, float y) { return pack2<__nv_bfloat16>(x, y); });
-    } else {
-      stage([](float x, float y) { return pack2<__half>(x, y); });
-    }
+  for (int j = 0; j < 32; ++j) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row_at + 32 * j), "f"(o[4 * j + 2 * half]),
+                 "f"(o[4 * j + 2 * half + 1]) : "memory");
   }
 }
 
-// The rows warpgroup `wg` staged (stage_o_rows) in its stage to out, 16
-// bytes per thread and step (`tid` of 128): dims [256 wg, 256 wg + 256) of
-// each row the block has. Out and its strides are 16-byte aligned
-// (kdtree_verify_paged checks).
-template <bool kF32Rows, class Block>
-__device__ __forceinline__ void copy_o_rows(const Block& blk, int wg, int tid) {
-  constexpr int kElem = kF32Rows ? 4 : 2;
-  constexpr int kChunks = 256 * kElem / 16;  // per row
-  const PagedArgs& a = blk.a;
-  const unsigned char* const staged = blk.stage_bytes(wg);
-  const int live_rows = min(blk.rows - blk.row0, kRows);
-#pragma unroll 4
-  for (int i = tid; i < live_rows * kChunks; i += kGroup) {
-    const int r = i / kChunks, k = i % kChunks;
-    // (Not row_token: r is below the block's rows already, and its test
-    // costs ~110 instructions a kernel here.)
-    const int token = (blk.row0 + r) / a.num_heads, h = blk.row0 + r - token * a.num_heads;
-    const int64_t elem = (blk.req.q_start + token) * a.out_stride_token + h * a.out_stride_head + 256 * wg;
-    char* const dst = static_cast<char*>(a.out) + elem * kElem;
-    const uint4 v = *reinterpret_cast<const uint4*>(staged + r * (256 * kElem) + ((k ^ (r & 7)) << 4));
-    *reinterpret_cast<uint4*>(dst + k * 16) = v;
+// This thread's rows in bf16 or f16 (out_dtype) at `at`: four 8 x 8 blocks
+// per stmatrix, as store_p: lane L names row L % 8 of block m = L / 8 (row
+// half m % 2, dim block 2q + m / 2).
+__device__ __forceinline__ void stage_16bit_rows(const PagedArgs& a, const float (&o)[128], uint32_t at, int warp_row0) {
+  const int lane = threadIdx.x % 32, m = lane / 8, r8 = lane % 8;
+  const uint32_t row_at = at + (warp_row0 + 8 * (m % 2) + r8) * kStagedPitch<false> + (m / 2) * 16;
+  const auto stage = [&](auto pack) {
+#pragma unroll
+    for (int q = 0; q < 16; ++q) {
+      const uint32_t regs[4] = {pack(o[8 * q], o[8 * q + 1]), pack(o[8 * q + 2], o[8 * q + 3]),
+                                pack(o[8 * q + 4], o[8 * q + 5]), pack(o[8 * q + 6], o[8 * q + 7])};
+      stmatrix_x4(row_at + 32 * q, regs);
+    }
+  };
+  if (a.out_dtype == KDTREE_DTYPE_BF16) {
+    stage([](float x, float y) { return pack2<__nv_bfloat16>(x, y); });
+  } else {
+    stage([](float x, float y) { return pack2<__half>(x, y); });
   }
+}
+
+// The block's rows that warpgroup `wg` staged at `at` (stage_*) to the
+// split's partial states or to out, dims [256 wg, 256 wg + 256): thread `tid`
+// (of 128) copies row tid if the block has it. Partial states, out and out's
+// strides are 16-byte aligned (kdtree_verify_paged checks).
+template <bool kF32Rows, class Block>
+__device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, int wg, uint32_t at, int tid) {
+  constexpr int64_t kElem = kF32Rows ? 4 : 2;
+  const PagedArgs& a = blk.a;
+  const int r = tid;
+  if (r >= kRows || blk.row0 + r >= blk.rows) return;
+  // (Not row_token: r is below the block's rows already.)
+  const int token = (blk.row0 + r) / a.num_heads, h = blk.row0 + r - token * a.num_heads;
+  const int64_t t = blk.req.q_start + token;
+  const int64_t elem = to_partials ? ((static_cast<int64_t>(blockIdx.y) * a.total_q + t) * a.num_heads + h) * kLatentDim
+                                   : t * a.out_stride_token + h * a.out_stride_head;
+  void* const base = to_partials ? a.partial_out : a.out;
+  bulk_copy_to_global(static_cast<char*>(base) + (elem + 256 * wg) * kElem, at + r * kStagedPitch<kF32Rows>,
+                      kStagedRowBytes<kF32Rows>);
 }
 
 // Where a kernel's epilogue sends the rows (its kRoute).
@@ -772,33 +775,20 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
     const int row = warp_row0 + g + 8 * half;
     const float weight = kOwnWeights ? w[2 * half] : blk.row_weights()[row] + w_fix[half];
     normalize_row_as<!kF32Rows>(row_divisor(a, weight), row_half_normalizer(o, half));
-    if (token < 0) continue;
-    const int h = blk.row0 + row - token * a.num_heads;
-    const int64_t t = req.q_start + token;
-    if (kWg == 0 && c == 0) {
+    // Both warpgroups' wgmmas are done, so every stage is free: each stages
+    // its rows in its own stage.
+    if constexpr (kF32Rows) stage_f32_row_half(o, blk.stage_addr(kWg), warp_row0, half);
+    if (kWg == 0 && c == 0 && token >= 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
       const float l = blk.row_sums(0)[row] + blk.row_sums(1)[row];
-      store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
-    }
-    // Partial states straight from registers: store_partial_row's 8-byte stores
-    // fill whole sectors (through shared memory measured 0.6-1.2% slower on
-    // S1-S5, session 21).
-    if (to_partials) {
-      // (The launch picked kF32Rows from the states' dtype: stores_16bit.)
-      using Partial = typename std::conditional<kF32Rows, float, __nv_bfloat16>::type;
-      store_partial_row<Partial, 32>(a, t, h, split, kWg * 256 + 2 * c,
-                                     [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
+      store_lse(a, req.q_start + token, blk.row0 + row - token * a.num_heads, split,
+                l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
   }
-  // One split: from registers, out's rows would take 4-byte stores of bf16
-  // pairs. Both warpgroups' wgmmas are done, so every stage is free: each
-  // stages its rows in its own stage's bytes (stage_o_rows) and copies them
-  // out in 16-byte chunks (copy_o_rows; S7 -0.9..-1.3%, session 21).
-  if (!to_partials) {
-    stage_o_rows<kF32Rows>(a, o, blk.stage_addr(kWg), warp_row0);
-    named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
-    copy_o_rows<kF32Rows>(blk, kWg, threadIdx.x % kGroup);
-  }
+  if constexpr (!kF32Rows) stage_16bit_rows(a, o, blk.stage_addr(kWg), warp_row0);
+  fence_proxy_async_smem();               // the staged rows, for the bulk copies
+  named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
+  copy_o_rows<kF32Rows>(blk, to_partials, kWg, blk.stage_addr(kWg), threadIdx.x % kGroup);
   if (threadIdx.x % kGroup == 0) {
     KDTREE_STAMP(kWg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
     if (kWg == 0) KDTREE_STAMP(stamps::kWg0EndGlobal, stamps::global_time());
