@@ -318,10 +318,11 @@ __device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned ch
 // The epilogue's rows leave by the bulk-copy engine, one row per copy: a
 // warpgroup stages its normalized O ([64 rows][256 dims], the wgmma
 // accumulator layout) in its own KV stage, then 64 of its threads issue one
-// copy each. The epilogue runs once per block from a cold instruction cache,
-// where its time follows its code (docs/perf_notes.md, sessions 22-24); the
-// copies replace ~500 instructions of stores from registers (partial states)
-// or a copy loop (out).
+// copy each, for partial states and out alike: ~1,100 fewer instructions per
+// warpgroup than stores from registers (partial states), ~300 fewer than a
+// 16-byte copy loop (out). Measured S7 -0.6%, the other shapes flat: the
+// epilogue's time is not all its code's first fetch (docs/perf_notes.md,
+// session 24).
 //
 // A staged row: 256 elements of the rows' type (kF32Rows: f32, else bf16 or
 // f16 as out_dtype; 16-bit partial states are bf16 and come with a bf16 out),
@@ -367,10 +368,11 @@ __device__ __forceinline__ void stage_16bit_rows(const PagedArgs& a, const float
   }
 }
 
-// The block's rows that warpgroup `wg` staged at `at` (stage_*) to the
-// split's partial states or to out, dims [256 wg, 256 wg + 256): thread `tid`
-// (of 128) copies row tid if the block has it. Partial states, out and out's
-// strides are 16-byte aligned (kdtree_verify_paged checks).
+// The block's rows that warpgroup `wg` staged at `at` (stage_*) to its
+// split's partial states (grid (m, split, b)) or to out, dims [256 wg,
+// 256 wg + 256): thread `tid` (of 128) copies row tid if the block has it.
+// Partial states, out and out's strides are 16-byte aligned
+// (kdtree_verify_paged checks).
 template <bool kF32Rows, class Block>
 __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, int wg, uint32_t at, int tid) {
   constexpr int64_t kElem = kF32Rows ? 4 : 2;
@@ -865,8 +867,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 }  // namespace
 
 // The kernel for the call's rows: 16-bit rows to partial states or to out
-// (each kernel's epilogue holds one path), f32 rows either way (with the
-// route fixed, the out kernel's epilogue spilled 32 bytes).
+// (the route fixed at compile time: since the bulk-copy epilogue it decides
+// only a row's address), f32 rows either way (session 23: with the route
+// fixed, the out kernel's epilogue spilled 32 bytes).
 template <class T>
 auto pingpong_kernel_for(const PagedArgs& a) {
   if (!stores_16bit(a)) return verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>;
