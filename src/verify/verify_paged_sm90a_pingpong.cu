@@ -350,7 +350,8 @@ __device__ __forceinline__ void stage_f32_row_half(const float (&o)[128], uint32
 // This thread's rows in bf16 or f16 (out_dtype) at `at`: four 8 x 8 blocks
 // per stmatrix, as store_p: lane L names row L % 8 of block m = L / 8 (row
 // half m % 2, dim block 2q + m / 2).
-__device__ __forceinline__ void stage_16bit_rows(const PagedArgs& a, const float (&o)[128], uint32_t at, int warp_row0) {
+__device__ __forceinline__ void stage_16bit_rows(const PagedArgs& a, const float (&o)[128], uint32_t at,
+                                                 int warp_row0) {
   const int lane = threadIdx.x % 32, m = lane / 8, r8 = lane % 8;
   const uint32_t row_at = at + (warp_row0 + 8 * (m % 2) + r8) * kStagedPitch<false> + (m / 2) * 16;
   const auto stage = [&](auto pack) {
