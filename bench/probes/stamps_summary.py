@@ -17,7 +17,7 @@ kernel's last block end)
 import argparse
 import statistics
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 # Point numbers (verify_paged_sm90a_stamps.cuh) and what the report calls them.
 NUM_POINTS = 32  # verify_paged_sm90a_stamps.cuh's kPoints
@@ -106,12 +106,17 @@ def stats(values: List[float]) -> List[float]:
     return [statistics.median(values), min(values), max(values)]
 
 
-def since_entry(rows: List[List[int]], points, us) -> Dict[str, List[float]]:
-    """Each block's entry after the first block's, then each named point after the block's own entry."""
+def since_entry(rows: List[List[int]], points, us) -> Dict[str, Optional[List[float]]]:
+    """Each block's entry after the first block's, then each named point after the block's own
+    entry. A value before its block's entry is an earlier launch's (a point this launch's path
+    does not pass, e.g. the merge's parts with one part) and is left out; a point no block
+    recorded maps to None."""
     t0 = min(r[ENTRY_GLOBAL] for r in rows)
-    out = {"entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
+    out: Dict[str, Optional[List[float]]] = {
+        "entry after the first block's": stats([(r[ENTRY_GLOBAL] - t0) / 1e3 for r in rows])}
     for point, name in points:
-        out[name] = stats([us(r[point] - r[ENTRY_CLOCK]) for r in rows])
+        values = [us(r[point] - r[ENTRY_CLOCK]) for r in rows if r[point] >= r[ENTRY_CLOCK]]
+        out[name] = stats(values) if values else None
     return out
 
 
@@ -154,8 +159,12 @@ def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -
     return out
 
 
-def print_points(points: Dict[str, List[float]], prefix: str = "") -> None:
-    for name, (med, lo, hi) in points.items():
+def print_points(points: Dict[str, Optional[List[float]]], prefix: str = "") -> None:
+    for name, values in points.items():
+        if values is None:
+            print(f"  {prefix + name:42s} not recorded in this launch")
+            continue
+        med, lo, hi = values
         print(f"  {prefix + name:42s} median {med:7.2f}  min {lo:7.2f}  max {hi:7.2f}")
 
 

@@ -92,3 +92,20 @@ def test_merge_points_and_offsets_after_the_verify_kernel():
     assert after["entry"] == pytest.approx([1.5, 1.0, 2.0])
     assert after["past the wait"][0] == pytest.approx(3.5, abs=1e-3)
     assert after["end"] == pytest.approx([9.5, 9.0, 10.0])
+
+
+def test_a_point_this_launch_did_not_pass_is_not_recorded(capsys):
+    """A merge with one split part never writes point 15 (parts added): the value there is an
+    earlier launch's, before the block's entry, and prints as not recorded, not as a time."""
+    lines = [merge_line(0, 1_000_000), merge_line(1, 1_000_500)]
+    lines = [line.split() for line in lines]
+    for words in lines:
+        words[2 + 15] = str(int(words[2 + 8]) - 123_456_789)  # (the tag and block come first)
+    rows = stamps_summary.parse([" ".join(words) + "\n" for words in lines], "MSTAMP")
+    s = stamps_summary.summarize_merge(rows)
+    assert s["points"]["split parts added"] is None
+    assert s["points"]["thread 0's splits summed"][0] == pytest.approx(5.0, abs=1e-3)  # point 14
+    stamps_summary.print_points(s["points"])
+    out = capsys.readouterr().out
+    assert "split parts added" in out and "not recorded in this launch" in out
+    assert "-" not in out.split("split parts added")[1].splitlines()[0]
