@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "common/mla_dims.hpp"
 #include "common/mma.cuh"
@@ -354,17 +353,18 @@ __device__ __forceinline__ void normalize_row(const PagedArgs& a, const RowDivis
 // of the row; two exchanges within the quad give lane c dims 16m + 4c ..
 // 16m + 4c + 3, one 8-byte store. (Pair-wise 4-byte stores would write
 // half sectors, which cost the SM's path to L2 as much as whole ones.) The
-// quad's lanes call this together. store_partial_row<Partial> is the partial
-// state's part alone, for a kernel that knows the states' dtype.
-template <class Partial, int kPairs, class Pair>
-__device__ __forceinline__ void store_partial_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
-                                                  const Pair& pair) {
-  const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
-  if constexpr (std::is_same<Partial, float>::value) {
-    float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
+// quad's lanes call this together.
+template <int kPairs, class Pair>
+__device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
+                                              const Pair& pair) {
+  if (a.num_splits > 1) {
+    const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
+    if (a.partial_dtype == KDTREE_DTYPE_F32) {
+      float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
 #pragma unroll
-    for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
-  } else {
+      for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
+      return;
+    }
     static_assert(kPairs % 2 == 0, "bf16 states are stored two pairs (16 dims) at a time");
     const int c = threadIdx.x % 4;
     const unsigned quad = 0xfu << (threadIdx.x % 32 - c);
@@ -382,17 +382,6 @@ __device__ __forceinline__ void store_partial_row(const PagedArgs& a, int64_t t,
       const uint32_t got1 = __shfl_xor_sync(quad, c & 1 ? lo : hi, 1);
       const uint2 words = c & 1 ? make_uint2(got1, hi) : make_uint2(lo, got1);
       *reinterpret_cast<uint2*>(dst + 16 * m) = words;
-    }
-  }
-}
-template <int kPairs, class Pair>
-__device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
-                                              const Pair& pair) {
-  if (a.num_splits > 1) {
-    if (a.partial_dtype == KDTREE_DTYPE_F32) {
-      store_partial_row<float, kPairs>(a, t, h, split, dim0, pair);
-    } else {
-      store_partial_row<__nv_bfloat16, kPairs>(a, t, h, split, dim0, pair);
     }
     return;
   }
