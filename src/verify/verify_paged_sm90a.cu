@@ -375,10 +375,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     // Divided by the row weight in place (all-ones values give exactly 1),
     // before the store picks its dtype: one copy of the division code, not one
     // per store branch (this epilogue runs once per block, from a cold
-    // instruction cache). (The rest of the epilogue is written out here: as
-    // a function shared with verify_paged_sm90a_pingpong.cu's, which since
-    // session 21 stages one split's rows in shared memory, it moved this
-    // kernel's register allocation.)
+    // instruction cache). (The rest of the epilogue is written out here:
+    // verify_paged_sm90a_pingpong.cu's stages its rows and sends them by bulk
+    // copies, and as a function shared with that one it moved this kernel's
+    // register allocation.)
     normalize_row_half(a, o, half, weight);
     const int64_t t = req.q_start + token;
     store_out_row<32>(a, t, h, split, wg * 256 + 2 * c,

@@ -369,13 +369,13 @@ __device__ __forceinline__ void stage_16bit_rows(const PagedArgs& a, const float
   }
 }
 
-// The block's rows that warpgroup `wg` staged at `at` (stage_*) to its
+// The block's rows that warpgroup `wg` staged in its stage (stage_*) to its
 // split's partial states (grid (m, split, b)) or to out, dims [256 wg,
 // 256 wg + 256): thread `tid` (of 128) copies row tid if the block has it.
 // Partial states, out and out's strides are 16-byte aligned
 // (kdtree_verify_paged checks).
 template <bool kF32Rows, class Block>
-__device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, int wg, uint32_t at, int tid) {
+__device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, int wg, int tid) {
   constexpr int64_t kElem = kF32Rows ? 4 : 2;
   const PagedArgs& a = blk.a;
   const int r = tid;
@@ -386,8 +386,8 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
   const int64_t elem = to_partials ? ((static_cast<int64_t>(blockIdx.y) * a.total_q + t) * a.num_heads + h) * kLatentDim
                                    : t * a.out_stride_token + h * a.out_stride_head;
   void* const base = to_partials ? a.partial_out : a.out;
-  bulk_copy_to_global(static_cast<char*>(base) + (elem + 256 * wg) * kElem, at + r * kStagedPitch<kF32Rows>,
-                      kStagedRowBytes<kF32Rows>);
+  bulk_copy_to_global(static_cast<char*>(base) + (elem + 256 * wg) * kElem,
+                      blk.stage_addr(wg) + r * kStagedPitch<kF32Rows>, kStagedRowBytes<kF32Rows>);
 }
 
 // Where a kernel's epilogue sends the rows (its kRoute).
@@ -757,9 +757,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   allow_dependent_launch();
   if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0Released, stamps::clock());
   // ---- epilogue: both warpgroups' row sums; normalize, store ----
-  // (Its ~7 us on S1 and S7 are mostly the first fetch of this code, cold
-  // in every block at once: run twice in a probe, the second run took
-  // 2.3-2.9 us with the same stores; docs/perf_notes.md, session 22.)
+  // (It runs once per block from a cold instruction cache: its normalization
+  // and staging take ~50 ns per 128-byte line of code executed; session 24's
+  // stamps, S1: warpgroup 0 4.5 us from the row sums' barrier, ~1.7 of it
+  // the copies; docs/perf_notes.md.)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const float l = quad_sum(l_run[half]);  // this thread's 16 keys of the row -> the quad's 64
@@ -791,7 +792,7 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   if constexpr (!kF32Rows) stage_16bit_rows(a, o, blk.stage_addr(kWg), warp_row0);
   fence_proxy_async_smem();               // the staged rows, for the bulk copies
   named_barrier_sync<1 + kWg, kGroup>();  // this warpgroup's rows staged
-  copy_o_rows<kF32Rows>(blk, to_partials, kWg, blk.stage_addr(kWg), threadIdx.x % kGroup);
+  copy_o_rows<kF32Rows>(blk, to_partials, kWg, threadIdx.x % kGroup);
   if (threadIdx.x % kGroup == 0) {
     KDTREE_STAMP(kWg == 0 ? stamps::kWg0EpilogueEnd : stamps::kWg1EpilogueEnd, stamps::clock());
     if (kWg == 0) KDTREE_STAMP(stamps::kWg0EndGlobal, stamps::global_time());
