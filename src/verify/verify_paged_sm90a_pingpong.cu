@@ -422,6 +422,11 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  // O zeroed here, before Q's wait: left to ptxas, its 64 CS2R sink into the
+  // loop's preheader, on warpgroup 0's path from its first QK to its maxima,
+  // where code runs cold (docs/perf_notes.md, session 24).
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(o[i]));
   // Rounded P times ones: the rows' weights (warpgroup 1; warpgroup 0 too
   // with kF32Rows). Else warpgroup 0's weights are warpgroup 1's plus w_fix.
   constexpr bool kOwnWeights = kWg == 1 || kF32Rows;
