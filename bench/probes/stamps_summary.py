@@ -71,8 +71,6 @@ SINGLE_POINTS = [
 MERGE_POINTS = [
     (10, "request loaded"),
     (11, "past the wait for the split kernel"),
-    (12, "split lse values in shared memory"),
-    (13, "their maximum"),
     (14, "thread 0's splits summed"),
     (15, "split parts added"),
     (4, "stores issued (end)"),

@@ -1,10 +1,12 @@
 // The split-K reduce of kdtree_verify_paged: merges the num_splits partial
 // states of each (request row, head) into the output. The math of
 // kdtree_merge_attention_states (out = sum_s exp(lse_s - lse) out_s), written
-// as sum_s w_s out_s / sum_s w_s with w_s = exp(lse_s - max_s lse_s) so that
-// states that are all exactly 1 merge to exactly 1; splits are summed in
-// order (within a part, then the parts in order), so the result is
-// deterministic for a fixed num_splits on a given device.
+// as sum_s w_s out_s / sum_s w_s with w_s = exp(lse_s - m), m the largest
+// lse summed so far (online: a larger lse rescales what was summed), so that
+// states that are all exactly 1 merge to exactly 1 (the sums and the weight
+// take the same operations); splits are summed in order (within a part, then
+// the parts in order), so the result is deterministic for a fixed num_splits
+// on a given device.
 //
 // Grid (batch * max_q_len, H / kHeads), one block per query row and kHeads
 // heads, 256 threads in 64-thread groups: group (split part p, head j) sums
@@ -12,16 +14,14 @@
 // quads k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4); four
 // f32 or bf16 values, the states' PagedArgs::partial_dtype).
 // Rows past a request's q_len exit at once.
-//   1. The split weights and the first chunk of states, in one round of
-//      loads: each group issues its first kChunk splits' states, then the
-//      threads read the block's lse values into shared memory; each group
-//      derives its head's max from there.
-//   2. Each group sums its splits' states in chunks of kChunk (4 splits of
-//      bf16 states, 2 of f32), each chunk's loads all issued before any is
-//      summed, so a group costs per / kChunk memory round trips (an earlier
-//      kernel paid two per split, each load behind its lse's test).
-//   3. Split parts 1.. leave their sums in shared memory; part 0 adds them in
-//      order, divides and stores.
+//   1. Each group sums its splits' states in chunks of kChunk (4 splits of
+//      bf16 states, 2 of f32), each chunk's states and lse values loaded
+//      together before any is summed, so a group costs per / kChunk memory
+//      round trips and no block barrier before its sums (the lse values went
+//      through shared memory and a maximum pass before session 24).
+//   2. Split parts 1.. leave their sums and maxima in shared memory; part 0
+//      adds them in order, rescaled to the larger maximum, divides and
+//      stores.
 // The host picks the split parts (1, 2 or 4; heads fill the rest of the
 // block) so the grid stays one wave of about 1024 threads per SM: rows with
 // many splits (S1: 256 rows x 33 splits) get 4 parts, an S8-sized merge
@@ -53,15 +53,40 @@ constexpr int kMergeThreads = 256;
 template <int kParts>
 constexpr int kHeadsPerBlock = kMergeThreads / (kParts * kGroupThreads);
 
-// The partial sums of one group: out (sum_s w_s state_s) and sum_s w_s.
+// The partial sums of one group: out (sum_s w_s state_s) and sum_s w_s, with
+// w_s = exp(lse_s - max), max the largest lse summed (-inf: none yet).
 struct GroupSum {
   float4 acc[kVecs];
   float weight;
-};
+  float max;
 
-__device__ float4 scaled_add(float4 acc, float w, float4 v) {
-  return make_float4(acc.x + w * v.x, acc.y + w * v.y, acc.z + w * v.z, acc.w + w * v.w);
-}
+  // Nothing summed yet.
+  __device__ static GroupSum none() {
+    GroupSum sum{};
+    sum.max = -INFINITY;
+    return sum;
+  }
+
+  // Adds f times sums `v` and weight `w` (a split's state and 1, or another
+  // part's sums), each by one fused multiply-add: where every value of v
+  // equals w, the sums keep equal to the weight.
+  __device__ void add_scaled(float f, const float4 (&v)[kVecs], float w) {
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+      acc[j] = make_float4(fmaf(f, v[j].x, acc[j].x), fmaf(f, v[j].y, acc[j].y), fmaf(f, v[j].z, acc[j].z),
+                           fmaf(f, v[j].w, acc[j].w));
+    }
+    weight = fmaf(f, w, weight);
+  }
+  // Moves the sums to maximum m >= max (from max = -inf the factor is 0).
+  __device__ void rescale_to(float m) {
+    const float f = __expf(max - m);
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) acc[j] = make_float4(acc[j].x * f, acc[j].y * f, acc[j].z * f, acc[j].w * f);
+    weight *= f;
+    max = m;
+  }
+};
 
 // Four output values at `out`: as they are in f32, else packed to bf16 / f16
 // pairs (pack2, round to nearest).
@@ -113,12 +138,12 @@ struct Quad<__nv_bfloat16> {
   }
 };
 
-// Splits [s_begin, s_end) of one state, weighted by exp(lse_s - lse_max):
-// `state` points at the thread's first quad of split 0, split_step quads
-// apart. Every split kernel writes every state of a row it has, so a chunk
-// of kChunk splits can be loaded before its weights are known (the first
-// chunk is in flight beside the lse loads); a split whose lse is -inf is
-// then left out by selection, whatever its state holds.
+// Splits [s_begin, s_end) of one state, weighted online: `state` points at
+// the thread's first quad of split 0, split_step quads apart, `lse` at split
+// 0's lse, lse_step apart (every thread of the group reads the same ones).
+// Every split kernel writes every state of a row it has, so a chunk of
+// kChunk splits can be loaded with its lse values; a split whose lse is -inf
+// is then left out by selection, whatever its state holds.
 template <class Partial>
 struct SplitSum {
   using Raw = typename Quad<Partial>::Raw;
@@ -127,12 +152,16 @@ struct SplitSum {
   static constexpr int kChunk = std::is_same<Partial, float>::value ? 2 : 4;
   const Raw* state;
   int64_t split_step;
+  const float* lse;
+  int64_t lse_step;
   int s_begin, s_end;
   Raw raw[kChunk][kVecs];
+  float raw_lse[kChunk];
 
   __device__ void load_chunk(int s0) {
 #pragma unroll
     for (int u = 0; u < kChunk; ++u) {
+      raw_lse[u] = s0 + u < s_end ? lse[(s0 + u) * lse_step] : -INFINITY;
 #pragma unroll
       for (int j = 0; j < kVecs; ++j) {
         if (s0 + u < s_end) raw[u][j] = state[(s0 + u) * split_step + j * kGroupThreads];
@@ -141,18 +170,19 @@ struct SplitSum {
   }
 
   // The sum, given the chunk at s_begin loaded.
-  __device__ GroupSum sum(const float* split_lse, float lse_max) {
-    GroupSum sum{};
+  __device__ GroupSum sum() {
+    GroupSum sum = GroupSum::none();
     for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
       if (s0 != s_begin) load_chunk(s0);
 #pragma unroll
       for (int u = 0; u < kChunk; ++u) {
-        const int s = s0 + u;
-        if (s >= s_end || split_lse[s] == -INFINITY) continue;
-        const float w = __expf(split_lse[s] - lse_max);
+        const float l = raw_lse[u];  // -inf past s_end
+        if (l == -INFINITY) continue;
+        if (l > sum.max) sum.rescale_to(l);  // group-uniform
+        float4 v[kVecs];
 #pragma unroll
-        for (int j = 0; j < kVecs; ++j) sum.acc[j] = scaled_add(sum.acc[j], w, Quad<Partial>::get(raw[u][j]));
-        sum.weight += w;
+        for (int j = 0; j < kVecs; ++j) v[j] = Quad<Partial>::get(raw[u][j]);
+        sum.add_scaled(__expf(l - sum.max), v, 1.f);
       }
     }
     return sum;
@@ -163,7 +193,6 @@ struct SplitSum {
 template <int kParts, class Partial>
 __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(const PagedArgs a) {
   constexpr int kHeads = kHeadsPerBlock<kParts>;
-  __shared__ float split_lse[kHeads][kMaxSplits];
   __shared__ GroupSum part_sum[kParts > 1 ? kParts - 1 : 1][kHeads][kGroupThreads];
   const bool stamp_thread = threadIdx.x == 0;  // (a stamps build's points: verify_paged_sm90a_stamps.cuh)
   if (stamp_thread) {
@@ -185,32 +214,16 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
   const int per = (a.num_splits + kParts - 1) / kParts;
   using Raw = typename Quad<Partial>::Raw;
   const Raw* state = reinterpret_cast<const Raw*>(static_cast<const Partial*>(a.partial_out) + state0 * kLatentDim) + k;
-  SplitSum<Partial> splits{state, stride * (kLatentDim / 4), min(part * per, a.num_splits),
-                           min((part + 1) * per, a.num_splits)};
+  SplitSum<Partial> splits{state, stride * (kLatentDim / 4), a.partial_lse + state0, stride,
+                           min(part * per, a.num_splits), min((part + 1) * per, a.num_splits)};
 
   wait_for_prerequisite_grid();  // the split kernel's partial states
   if (stamp_thread) KDTREE_STAMP(stamps::kMergeWaited, stamps::clock());
-  if (active) splits.load_chunk(splits.s_begin);
-  for (int e = threadIdx.x; e < heads * a.num_splits; e += kMergeThreads) {
-    const int s = e % a.num_splits, head = e / a.num_splits;
-    split_lse[head][s] = a.partial_lse[t * a.num_heads + h0 + head + s * stride];
+  GroupSum sum = GroupSum::none();
+  if (active) {
+    splits.load_chunk(splits.s_begin);
+    sum = splits.sum();
   }
-  __syncthreads();
-  if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseShared, stamps::clock());
-  // Their maximum: each warp of the group reads every split's, a lane per
-  // split, and reduces by shuffles (a group is two whole warps, all active
-  // or not).
-  const float* lse = split_lse[j];
-  float lse_max = -INFINITY;
-  for (int s = threadIdx.x % 32; active && s < a.num_splits; s += 32) lse_max = fmaxf(lse_max, lse[s]);
-#pragma unroll
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) {
-    lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffffu, lse_max, lane_mask));
-  }
-  if (stamp_thread) KDTREE_STAMP(stamps::kMergeLseMax, stamps::clock_after(__float_as_int(lse_max)));
-
-  GroupSum sum{};
-  if (lse_max != -INFINITY) sum = splits.sum(lse, lse_max);
   if (stamp_thread) KDTREE_STAMP(stamps::kMergeSummed, stamps::clock_after(__float_as_int(sum.weight)));
   if constexpr (kParts > 1) {
     if (part > 0) part_sum[part - 1][j][k] = sum;
@@ -219,18 +232,15 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
 #pragma unroll
     for (int p = 0; p < kParts - 1; ++p) {
       const GroupSum& other = part_sum[p][j][k];
-#pragma unroll
-      for (int v = 0; v < kVecs; ++v) {
-        sum.acc[v] = make_float4(sum.acc[v].x + other.acc[v].x, sum.acc[v].y + other.acc[v].y,
-                                 sum.acc[v].z + other.acc[v].z, sum.acc[v].w + other.acc[v].w);
-      }
-      sum.weight += other.weight;
+      if (other.max == -INFINITY) continue;  // nothing summed (its sums are 0)
+      if (other.max > sum.max) sum.rescale_to(other.max);
+      sum.add_scaled(__expf(other.max - sum.max), other.acc, other.weight);
     }
     if (stamp_thread) KDTREE_STAMP(stamps::kMergePartsAdded, stamps::clock_after(__float_as_int(sum.weight)));
   }
   if (!active) return;
   // No visible key in any split: the sums stay 0 (divided by 1).
-  const RowDivisor div(lse_max != -INFINITY ? sum.weight : 1.f);
+  const RowDivisor div(sum.max != -INFINITY ? sum.weight : 1.f);
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head;
   if (a.out_dtype == KDTREE_DTYPE_F32) {
     store_row<float>(a, at, k, sum.acc, div);
@@ -240,7 +250,7 @@ __global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(co
     store_row<__half>(a, at, k, sum.acc, div);
   }
   if (a.lse != nullptr && k == 0) {
-    a.lse[state0] = lse_max == -INFINITY ? -INFINITY : lse_max + logf(sum.weight);
+    a.lse[state0] = sum.max == -INFINITY ? -INFINITY : sum.max + logf(sum.weight);
   }
   if (stamp_thread) {
     KDTREE_STAMP(stamps::kWg0EpilogueEnd, stamps::clock());

@@ -62,8 +62,6 @@ enum Point : int {
 enum MergePoint : int {
   kMergeRequestLoaded = 10,  // the block's request loaded (before the wait)
   kMergeWaited = 11,         // past the wait for the split kernel
-  kMergeLseShared = 12,      // the splits' lse values in shared memory
-  kMergeLseMax = 13,         // their maximum
   kMergeSummed = 14,         // this thread's splits summed
   kMergePartsAdded = 15,     // the split parts added (the barrier before passed)
 };
