@@ -10,6 +10,16 @@ instructions, and the instructions between the first QK wgmma (HGMMA.64x64) and
 the last P V wgmma (HGMMA.64x256) with their mix. A larger span is a slower
 loop until the device says otherwise.
 
+With --base it also prints how many of each kernel's loop instructions
+changed against the base's (registers, predicates and labels renamed away;
+the edit distance of the two lists). A change outside the loop can still
+make ptxas schedule the loop anew. Session 25 (bf16 partial-states kernel,
+3,738 loop instructions): a change that left 7 different measured flat; one
+that left 1,520 different measured +1.8..+3.4%, its loop 4% slower per tile
+by stamps; two with 336 and 348 went either way (+1.1% and -0.9%). So a
+probe whose loop changed measures its new schedule as much as itself
+(docs/perf_notes.md, session 25).
+
   scripts/sass_loop.py                  the working tree
   scripts/sass_loop.py --base HEAD~1    the working tree and a git revision
   scripts/sass_loop.py --source src/verify/verify_paged_sm90a_pingpong.cu
@@ -24,6 +34,7 @@ nvidia-cuda-nvdisasm` has one). Host only: no GPU.
 """
 import argparse
 import collections
+import difflib
 import os
 import re
 import shutil
@@ -97,19 +108,57 @@ def same(base: str, tree: str, source: str) -> int:
     return 1 if differ else 0
 
 
-def report(label: str, tree: str, source: str = SOURCE) -> None:
+def loop_range(ops: list):
+    """[first, last] of the tile loop in a kernel's opcodes: from its first QK wgmma to
+    its last P V wgmma; None when the kernel has none."""
+    first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
+    last = max((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x256")), default=None)
+    return None if first is None or last is None else (first, last)
+
+
+def renamed(text: str) -> str:
+    """An instruction with its registers, predicates, labels and addresses renamed away, so
+    that a renumbering alone does not count as a change."""
+    text = re.sub(r"\.L_x_\d+", "L", text)
+    text = re.sub(r"\b0x[0-9a-f]+\b", "X", text)
+    text = re.sub(r"\bU?R\d+\b", "R", text)
+    return re.sub(r"\bU?P\d\b", "P", text)
+
+
+def kernel_key(name: str) -> str:
+    """A kernel's mangled name from its own name on (its template arguments included),
+    without the anonymous namespace's part, which differs per tree."""
+    m = re.search(r"([A-Za-z_]+_kernel)(I.*)?$", name)
+    return m.group(0) if m else name
+
+
+def loop_change(old: list, new: list) -> int:
+    """Instructions that differ between two loops (lists of instruction texts): the
+    edit distance in whole instructions after renamed() (an instruction scheduled
+    elsewhere counts twice: out of its old place, into its new one)."""
+    a, b = [renamed(t) for t in old], [renamed(t) for t in new]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+
+def report(label: str, tree: str, source: str = SOURCE) -> dict:
+    """Prints each kernel's line; returns its loop's instruction texts by kernel, in name order."""
     with tempfile.TemporaryDirectory() as work:
         registers, sass = compile_tree(tree, work, source)
-    for (name, ops), regs in zip(sorted(kernels(sass).items()), registers or ["?"] * 8):
+    texts = sorted(instructions(sass).items())
+    loops = {}
+    for (name, ops), (_, text), regs in zip(sorted(kernels(sass).items()), texts, registers or ["?"] * 8):
         dtype = "bf16" if "bfloat16" in name else "f16" if "half" in name else name[-30:]
-        first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
-        last = max((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x256")), default=None)
-        if first is None or last is None:
+        span = loop_range(ops)
+        if span is None:
             print(f"{label} {dtype}: no tile loop found")
             continue
+        first, last = span
+        loops[name] = text[first:last + 1]
         mix = collections.Counter(op.split(".")[0] for op in ops[first:last + 1])
         print(f"{label:10s} {dtype:4s} registers {regs:>3s}  instructions {len(ops):5d}  loop span {last - first:5d}  " +
               " ".join(f"{op} {mix[op]}" for op in OPS))
+    return loops
 
 
 def main() -> int:
@@ -127,8 +176,15 @@ def main() -> int:
             subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
             if args.same:
                 return same(base, ROOT, args.source)
-            report(args.base[:10], base, args.source)
-    report("tree", ROOT, args.source)
+            old = report(args.base[:10], base, args.source)
+    loops = report("tree", ROOT, args.source)
+    if args.base:
+        base_loops = {kernel_key(name): text for name, text in old.items()}
+        for name, text in sorted(loops.items()):
+            a = base_loops.get(kernel_key(name))
+            change = "  no such kernel in the base" if a is None else \
+                f"{loop_change(a, text):5d} of {len(a):5d} instructions changed"
+            print(f"loop vs {args.base[:10]}: {change}  {kernel_key(name)}")
     return 0
 
 
