@@ -18,7 +18,7 @@
 //      bf16 states, 2 of f32), each chunk's states and lse values loaded
 //      together before any is summed, so a group costs per / kChunk memory
 //      round trips and no block barrier before its sums (the lse values went
-//      through shared memory and a maximum pass before session 24).
+//      through shared memory and a maximum pass before session 25).
 //   2. Split parts 1.. leave their sums and maxima in shared memory; part 0
 //      adds them in order, rescaled to the larger maximum, divides and
 //      stores.
