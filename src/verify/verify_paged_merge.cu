@@ -9,10 +9,11 @@
 // on a given device.
 //
 // Grid (batch * max_q_len, H / kHeads), one block per query row and kHeads
-// heads, 256 threads in 64-thread groups: group (split part p, head j) sums
-// the splits [p * per, (p + 1) * per) of head j, thread k of it the latent
-// quads k and k + 64 (dims [4k, 4k + 4) and [256 + 4k, 256 + 4k + 4); four
-// f32 or bf16 values, the states' PagedArgs::partial_dtype).
+// heads, 256 threads in 64-thread groups (512 with 8 split parts: one head):
+// group (split part p, head j) sums the splits [p * per, (p + 1) * per) of
+// head j, thread k of it the latent quads k and k + 64 (dims [4k, 4k + 4)
+// and [256 + 4k, 256 + 4k + 4); four f32 or bf16 values, the states'
+// PagedArgs::partial_dtype).
 // Rows past a request's q_len exit at once.
 //   1. Each group sums its splits' states in chunks of kChunk (4 splits of
 //      bf16 states, 2 of f32), each chunk's states and lse values loaded
@@ -22,10 +23,10 @@
 //   2. Split parts 1.. leave their sums and maxima in shared memory; part 0
 //      adds them in order, rescaled to the larger maximum, divides and
 //      stores.
-// The host picks the split parts (1, 2 or 4; heads fill the rest of the
+// The host picks the split parts (1, 2, 4 or 8; heads fill the rest of the
 // block) so the grid stays one wave of about 1024 threads per SM: rows with
-// many splits (S1: 256 rows x 33 splits) get 4 parts, an S8-sized merge
-// (2048 rows x 4 splits) 1 part of 4 heads. A split whose lse is -inf (no
+// many splits (S1: 256 rows x 33 splits) get 8 parts of at most 5 splits
+// (two chunks), an S8-sized merge (2048 rows x 4 splits) 1 part of 4 heads. A split whose lse is -inf (no
 // visible key) is left out. On sm_90+ the merge is launched as a
 // programmatic dependent of the split kernel (common/grid_dependency.cuh):
 // its launch overlaps the split kernel's epilogue, and it waits for that
@@ -48,10 +49,12 @@ namespace {
 
 constexpr int kGroupThreads = kLatentDim / 8;
 constexpr int kVecs = 2;  // float4s per thread, kGroupThreads apart
-constexpr int kMergeThreads = 256;
+// Threads per block: 256, or one head's 8 parts (512 threads).
+template <int kParts>
+constexpr int kMergeThreads = kParts * kGroupThreads > 256 ? kParts * kGroupThreads : 256;
 // Heads per block when each head's splits are summed in kParts parts.
 template <int kParts>
-constexpr int kHeadsPerBlock = kMergeThreads / (kParts * kGroupThreads);
+constexpr int kHeadsPerBlock = kMergeThreads<kParts> / (kParts * kGroupThreads);
 
 // The partial sums of one group: out (sum_s w_s state_s) and sum_s w_s, with
 // w_s = exp(lse_s - max), max the largest lse summed (-inf: none yet).
@@ -189,9 +192,10 @@ struct SplitSum {
   }
 };
 
-// Four blocks per SM: the one-wave grid of launch_split_merge.
+// 1024 threads per SM: the one-wave grid of launch_split_merge.
 template <int kParts, class Partial>
-__global__ void __launch_bounds__(kMergeThreads, 4) verify_split_merge_kernel(const PagedArgs a) {
+__global__ void __launch_bounds__(kMergeThreads<kParts>, 1024 / kMergeThreads<kParts>)
+    verify_split_merge_kernel(const PagedArgs a) {
   constexpr int kHeads = kHeadsPerBlock<kParts>;
   __shared__ GroupSum part_sum[kParts > 1 ? kParts - 1 : 1][kHeads][kGroupThreads];
   const bool stamp_thread = threadIdx.x == 0;  // (a stamps build's points: verify_paged_sm90a_stamps.cuh)
@@ -262,7 +266,7 @@ template <int kParts, class Partial>
 void launch_kernel(const PagedArgs& a, bool dependent_launch, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(a.batch_size * a.max_q_len, (a.num_heads + kHeadsPerBlock<kParts> - 1) / kHeadsPerBlock<kParts>);
-  config.blockDim = dim3(kMergeThreads);
+  config.blockDim = dim3(kMergeThreads<kParts>);
   config.stream = stream;
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -290,6 +294,7 @@ void launch_split_merge(const PagedArgs& a, int sm_count, bool dependent_launch,
   const auto fits = [&](int parts) {
     return a.num_splits >= 2 * parts && rows * parts * kGroupThreads <= int64_t(sm_count) * 1024;
   };
+  if (fits(8)) return launch_parts<8>(a, dependent_launch, stream);
   if (fits(4)) return launch_parts<4>(a, dependent_launch, stream);
   if (fits(2)) return launch_parts<2>(a, dependent_launch, stream);
   launch_parts<1>(a, dependent_launch, stream);
