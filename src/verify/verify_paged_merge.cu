@@ -26,11 +26,12 @@
 // The host picks the split parts (1, 2, 4 or 8; heads fill the rest of the
 // block) so the grid stays one wave of about 1024 threads per SM: rows with
 // many splits (S1: 256 rows x 33 splits) get 8 parts of at most 5 splits
-// (two chunks), an S8-sized merge (2048 rows x 4 splits) 1 part of 4 heads. A split whose lse is -inf (no
-// visible key) is left out. On sm_90+ the merge is launched as a
-// programmatic dependent of the split kernel (common/grid_dependency.cuh):
-// its launch overlaps the split kernel's epilogue, and it waits for that
-// kernel's completion before reading the partial states.
+// (two chunks), an S8-sized merge (2048 rows x 4 splits) 1 part of 4 heads.
+// A split whose lse is -inf (no visible key) is left out. On sm_90+ the
+// merge is launched as a programmatic dependent of the split kernel
+// (common/grid_dependency.cuh): its launch overlaps the split kernel's
+// epilogue, and it waits for that kernel's completion before reading the
+// partial states.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
