@@ -340,6 +340,12 @@ __device__ __forceinline__ void normalize_row(const PagedArgs& a, const RowDivis
   }
 }
 
+// Split `split`'s partial state of global query row t, head h: its index in
+// partial_lse, and times kLatentDim its first element in partial_out.
+__device__ __forceinline__ int64_t partial_state(const PagedArgs& a, int64_t split, int64_t t, int h) {
+  return (split * a.total_q + t) * a.num_heads + h;
+}
+
 // Output dims dim0 + 8j and dim0 + 8j + 1 (j < kPairs) of global query row t,
 // head h, their values pair(j) (a float2, already normalized): to out when
 // the call has one split, else to split `split`'s partial state (written for
@@ -358,7 +364,7 @@ template <int kPairs, class Pair>
 __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
                                               const Pair& pair) {
   if (a.num_splits > 1) {
-    const int64_t state = (static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h;
+    const int64_t state = partial_state(a, split, t, h);
     if (a.partial_dtype == KDTREE_DTYPE_F32) {
       float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
 #pragma unroll
@@ -413,7 +419,7 @@ __device__ __forceinline__ void store_lse(const PagedArgs& a, int64_t t, int h, 
   if (a.num_splits == 1) {
     if (a.lse != nullptr) a.lse[t * a.num_heads + h] = lse;
   } else {
-    a.partial_lse[(static_cast<int64_t>(split) * a.total_q + t) * a.num_heads + h] = lse;
+    a.partial_lse[partial_state(a, split, t, h)] = lse;
   }
 }
 

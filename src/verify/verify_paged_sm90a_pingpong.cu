@@ -383,7 +383,7 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
   // (Not row_token: r is below the block's rows already.)
   const int token = (blk.row0 + r) / a.num_heads, h = blk.row0 + r - token * a.num_heads;
   const int64_t t = blk.req.q_start + token;
-  const int64_t elem = to_partials ? ((static_cast<int64_t>(blockIdx.y) * a.total_q + t) * a.num_heads + h) * kLatentDim
+  const int64_t elem = to_partials ? partial_state(a, blockIdx.y, t, h) * kLatentDim
                                    : t * a.out_stride_token + h * a.out_stride_head;
   void* const base = to_partials ? a.partial_out : a.out;
   bulk_copy_to_global(static_cast<char*>(base) + (elem + 256 * wg) * kElem,
