@@ -90,6 +90,15 @@ struct GroupSum {
     weight *= f;
     max = m;
   }
+  // Adds sums `v` and weight `w` taken relative to maximum `lse` (a split's
+  // state, 1 and its lse, or another part's sums): nothing when lse is -inf
+  // (no visible key, or nothing summed), else rescaled to the larger maximum.
+  // Group-uniform: every thread of a group holds the same lse.
+  __device__ void add(float lse, const float4 (&v)[kVecs], float w) {
+    if (lse == -INFINITY) return;
+    if (lse > max) rescale_to(lse);
+    add_scaled(__expf(lse - max), v, w);
+  }
 };
 
 // Four output values at `out`: as they are in f32, else packed to bf16 / f16
@@ -110,18 +119,13 @@ __device__ void store_float4(Out* out, float4 v) {
 template <class Out>
 __device__ void store_row(const PagedArgs& a, int64_t at, int k, const float4 (&acc)[kVecs], const RowDivisor& div) {
   Out* out = static_cast<Out*>(a.out) + at;
-  const auto divide = [&](float x) {
-    if constexpr (std::is_same<Out, float>::value) {
-      return div(x);
-    } else {
-      return div.product(x);
-    }
-  };
+  normalize_row_as<!std::is_same<Out, float>::value>(div, [&](auto divide) {
 #pragma unroll
-  for (int j = 0; j < kVecs; ++j) {
-    const float4 x = acc[j];
-    store_float4(out + 4 * (k + j * kGroupThreads), make_float4(divide(x.x), divide(x.y), divide(x.z), divide(x.w)));
-  }
+    for (int j = 0; j < kVecs; ++j) {
+      const float4 x = acc[j];
+      store_float4(out + 4 * (k + j * kGroupThreads), make_float4(divide(x.x), divide(x.y), divide(x.z), divide(x.w)));
+    }
+  });
 }
 
 // Four consecutive values of a partial state (PagedArgs::partial_dtype), as
@@ -180,13 +184,10 @@ struct SplitSum {
       if (s0 != s_begin) load_chunk(s0);
 #pragma unroll
       for (int u = 0; u < kChunk; ++u) {
-        const float l = raw_lse[u];  // -inf past s_end
-        if (l == -INFINITY) continue;
-        if (l > sum.max) sum.rescale_to(l);  // group-uniform
         float4 v[kVecs];
 #pragma unroll
         for (int j = 0; j < kVecs; ++j) v[j] = Quad<Partial>::get(raw[u][j]);
-        sum.add_scaled(__expf(l - sum.max), v, 1.f);
+        sum.add(raw_lse[u], v, 1.f);  // (raw_lse is -inf past s_end)
       }
     }
     return sum;
@@ -237,9 +238,7 @@ __global__ void __launch_bounds__(kMergeThreads<kParts>, 1024 / kMergeThreads<kP
 #pragma unroll
     for (int p = 0; p < kParts - 1; ++p) {
       const GroupSum& other = part_sum[p][j][k];
-      if (other.max == -INFINITY) continue;  // nothing summed (its sums are 0)
-      if (other.max > sum.max) sum.rescale_to(other.max);
-      sum.add_scaled(__expf(other.max - sum.max), other.acc, other.weight);
+      sum.add(other.max, other.acc, other.weight);
     }
     if (stamp_thread) KDTREE_STAMP(stamps::kMergePartsAdded, stamps::clock_after(__float_as_int(sum.weight)));
   }
