@@ -654,7 +654,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
         const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
         stmatrix_x4(chunk0_addr ^ (q << 5), regs);
       }
-      fence_proxy_async_smem();
+      // Warpgroup 1 reads P0 by wgmma (the async proxy); warpgroup 0 reads P1
+      // by ldmatrix (the generic proxy, as stmatrix wrote it), which the kP1
+      // barrier alone orders.
+      if constexpr (kWg == 0) fence_proxy_async_smem();
     };
     // ---- O += P V for the other warpgroup's tile ----
     // Warpgroup 0 loads that P to registers by ldmatrix from where the
