@@ -656,7 +656,10 @@ __device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned cha
       }
       // Warpgroup 1 reads P0 by wgmma (the async proxy); warpgroup 0 reads P1
       // by ldmatrix (the generic proxy, as stmatrix wrote it), which the kP1
-      // barrier alone orders.
+      // barrier alone orders. P0's fence stays on the writer's side: the
+      // acquire-side form the gather's cp.async rows take, after warpgroup 1's
+      // kP0 wait, let its wgmma read stale P (the GPU tests failed while the
+      // sanitizers saw nothing; docs/perf_notes.md, session 26).
       if constexpr (kWg == 0) fence_proxy_async_smem();
     };
     // ---- O += P V for the other warpgroup's tile ----
