@@ -15,12 +15,23 @@ samples, the stall reasons that dominate them and what it contains (HGMMA, LDGST
 EXIT, SETMAXREG), so that a reader can tell the roles' prologues and epilogues apart.
 Standard library only.
 
+With --waits it also lists where the warps wait on their hand-offs: each mbarrier wait
+site (a try-wait, the branch to its out-of-line retry loop and that loop, summed) with its
+barrier's shared-memory offset, each arrival on a barrier (SYNCS.ARRIVE, and the
+cp.async arrivals ARRIVES.LDGSTSBAR), and each wgmma wait (WARPGROUP.DEPBAR), every one
+with its samples, in address order. --barrier-names 0x38680=full0.lo,... names the
+offsets (the ping-pong kernel's mbarriers sit at kOffBarriers + 8 i, i in the order of its
+full[2][2], free[2][2] and Hand enum). Session 26 read warpgroup 0 as the loop's critical
+path this way (docs/perf_notes.md).
+
 usage: ncu_regions.py CSV [CSV ...] [--roles 3] [--once-factor 2] [--min-share 0.005]
+                      [--waits] [--barrier-names OFFSET=NAME,...]
 """
 import argparse
 import collections
 import csv
 import gzip
+import re
 import sys
 
 MARKERS = ("HGMMA", "LDGSTS", "STG", "EXIT", "SETMAXREG")
@@ -115,15 +126,96 @@ def report(path, roles, once_factor, min_share, out=None):
               f"{top_reasons(total)}{' [' + ' '.join(marks) + ']' if marks else ''}", file=out)
 
 
+BARRIER = re.compile(r"\[[^\]]*?(?:\+(0x[0-9a-f]+))?\]")
+BRANCH = re.compile(r"^@!?U?P\d+\s+BRA\s+(0x[0-9a-f]+)")
+
+
+def barrier_offset(source):
+    """The shared-memory offset in an instruction's [reg+offset] operand (0 without one)."""
+    m = BARRIER.search(source)
+    return int(m.group(1), 16) if m and m.group(1) else 0
+
+
+def hand_offs(insts):
+    """(waits, arrivals, wgmma waits): each mbarrier wait site as (address, barrier offset,
+    samples) with the samples of its try-wait, its branch to the out-of-line retry loop and
+    that loop (from the branch target to its first unconditional BRA); each arrival and
+    each WARPGROUP.DEPBAR as (address, offset, samples) or (address, samples)."""
+    at = {inst["address"]: k for k, inst in enumerate(insts)}
+    waits, arrivals, depbars = [], [], []
+    retry = set()
+    for k, inst in enumerate(insts):
+        m = BRANCH.match(inst["source"])
+        if not m or int(m.group(1), 16) <= inst["address"] or int(m.group(1), 16) not in at:
+            continue
+        t = at[int(m.group(1), 16)]
+        if "TRYWAIT" not in insts[t]["source"]:
+            continue
+        samples = inst["samples"]
+        if k > 0 and "TRYWAIT" in insts[k - 1]["source"]:
+            samples += insts[k - 1]["samples"]
+            retry.add(k - 1)
+        for j in range(t, min(t + 8, len(insts))):
+            samples += insts[j]["samples"]
+            retry.add(j)
+            if insts[j]["source"].startswith("BRA "):
+                break
+        waits.append((inst["address"], barrier_offset(insts[t]["source"]), samples))
+    for k, inst in enumerate(insts):
+        src = inst["source"]
+        if "TRYWAIT" in src and k not in retry:  # a try-wait without a retry branch
+            waits.append((inst["address"], barrier_offset(src), inst["samples"]))
+        elif "SYNCS.ARRIVE" in src or "ARRIVES." in src:
+            arrivals.append((inst["address"], barrier_offset(src), inst["samples"]))
+        elif "WARPGROUP.DEPBAR" in src:
+            depbars.append((inst["address"], inst["samples"]))
+    return sorted(waits), arrivals, depbars
+
+
+def report_waits(path, names, out=None):
+    out = out or sys.stdout
+    header, rows = read_rows(path)
+    insts, _ = analyse(header, rows)
+    all_samples = sum(i["samples"] for i in insts) or 1.0
+    waits, arrivals, depbars = hand_offs(insts)
+
+    def name(offset):
+        return f"{offset:#x}" + (f" ({names[offset]})" if offset in names else "")
+
+    print(f"{path}: mbarrier waits (try-wait, retry branch and loop):", file=out)
+    for address, offset, samples in waits:
+        print(f"  {address:#x} on {name(offset)}: {samples:.0f} samples ({100 * samples / all_samples:.1f}%)",
+              file=out)
+    print("  arrivals:", file=out)
+    for address, offset, samples in arrivals:
+        print(f"  {address:#x} on {name(offset)}: {samples:.0f} samples", file=out)
+    print("  wgmma waits (WARPGROUP.DEPBAR):", file=out)
+    for address, samples in depbars:
+        print(f"  {address:#x}: {samples:.0f} samples ({100 * samples / all_samples:.1f}%)", file=out)
+
+
+def parse_names(text):
+    names = {}
+    for item in filter(None, (text or "").split(",")):
+        offset, _, label = item.partition("=")
+        names[int(offset, 16)] = label
+    return names
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", nargs="+")
     parser.add_argument("--roles", type=int, default=3)
     parser.add_argument("--once-factor", type=float, default=2.0)
     parser.add_argument("--min-share", type=float, default=0.005)
+    parser.add_argument("--waits", action="store_true", help="also list the hand-offs' waits and arrivals")
+    parser.add_argument("--barrier-names", default="", help="OFFSET=NAME,... for --waits")
     args = parser.parse_args(argv)
+    names = parse_names(args.barrier_names)
     for path in args.csv:
         report(path, args.roles, args.once_factor, args.min_share)
+        if args.waits:
+            report_waits(path, names)
     return 0
 
 

@@ -1,7 +1,9 @@
 """scripts/ncu_regions.py (warp samples per stretch of SASS, from ncu's source page) on a
 small CSV of the same shape: the once / loop split by executed count, stretches of once
 code that skip unexecuted instructions and end at loops and unpredicated EXITs, the stall
-reasons and markers each reports. Standard library only; needs no GPU and no library."""
+reasons and markers each reports; with --waits, each mbarrier wait site (its try-wait,
+retry branch and out-of-line retry loop summed), arrival and wgmma wait. Standard library
+only; needs no GPU and no library."""
 
 import contextlib
 import csv
@@ -73,3 +75,46 @@ def test_report(tmp_path):
     assert "once from 0x1060: 3 instructions, 2 lines, 51 samples (31.9%): lg 31, no_inst 20 [EXIT STG]" in text
     assert "once from 0x1010: 2 instructions, 1 lines, 13 samples (8.1%): long_sb 10, no_inst 3 [LDGSTS SETMAXREG]" in text
     assert "0x1090" not in text  # 4 samples: under --min-share
+
+
+# A score warpgroup's hand-offs as sm_90 SASS lays them out: an inline try-wait and the
+# branch to its out-of-line retry loop (after the kernel's EXIT), an arrival, a wgmma wait.
+WAIT_ROWS = [
+    (0x2000, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR10+0x386c0], R8 ;", 3, 100, 0, 3, 0, 0),
+    (0x2010, "@!P0  BRA 0x2100 ;", 40, 100, 0, 40, 0, 0),
+    (0x2020, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24 ;", 9, 100, 0, 0, 0, 0),
+    (0x2030, "WARPGROUP.DEPBAR.LE gsb0, 0x0 ;", 25, 100, 0, 0, 0, 0),
+    (0x2040, "FENCE.VIEW.ASYNC.S ;", 6, 100, 0, 0, 0, 0),
+    (0x2050, "SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR10+0x386d0], RZ ;", 12, 100, 0, 0, 0, 0),
+    (0x2060, "@P1  BRA 0x2000 ;", 1, 100, 0, 0, 0, 0),
+    (0x2070, "EXIT ;", 0, 10, 0, 0, 0, 0),
+    (0x2100, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR10+0x386c0], R8 ;", 5, 20, 0, 5, 0, 0),
+    (0x2110, "@!P0  BRA 0x2100 ;", 2, 20, 0, 2, 0, 0),
+    (0x2120, "BRA 0x2020 ;", 1, 10, 0, 0, 0, 0),
+    (0x2130, "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR10+0x386e8], R2 ;", 4, 10, 0, 4, 0, 0),
+]
+
+
+def test_waits(tmp_path):
+    path = tmp_path / "w_sass.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Kernel Name", "verify_paged_sm90a_pingpong_kernel"])
+        w.writerow(HEADER)
+        for address, source, *counts in WAIT_ROWS:
+            w.writerow([hex(address), source, *counts])
+    header, rows = ncu_regions.read_rows(str(path))
+    insts, _ = ncu_regions.analyse(header, rows)
+    waits, arrivals, depbars = ncu_regions.hand_offs(insts)
+    # The site at the inline branch holds its try-wait's, its own and its retry loop's
+    # samples (3 + 40 + 5 + 2 + 1); a try-wait with no retry branch stands alone.
+    assert waits == [(0x2010, 0x386c0, 51), (0x2130, 0x386e8, 4)]
+    assert arrivals == [(0x2050, 0x386d0, 12)]
+    assert depbars == [(0x2030, 25)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert ncu_regions.main([str(path), "--waits", "--barrier-names", "0x386c0=maxA,0x386d0=P0"]) == 0
+    text = out.getvalue()
+    assert "0x2010 on 0x386c0 (maxA): 51 samples (47.2%)" in text
+    assert "0x2050 on 0x386d0 (P0): 12 samples" in text
+    assert "0x2030: 25 samples (23.1%)" in text
