@@ -36,13 +36,13 @@ ROWS = [
 ]
 
 
-def write_csv(path, gz=True):
+def write_csv(path, gz=True, rows=ROWS):
     opener = gzip.open if gz else open
     with opener(path, "wt", newline="") as f:
         w = csv.writer(f)
         w.writerow(["Kernel Name", "verify_paged_sm90a_pingpong_kernel"])
         w.writerow(HEADER)
-        for address, source, *counts in ROWS:
+        for address, source, *counts in rows:
             w.writerow([hex(address), source, *counts])
 
 
@@ -97,12 +97,7 @@ WAIT_ROWS = [
 
 def test_waits(tmp_path):
     path = tmp_path / "w_sass.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["Kernel Name", "verify_paged_sm90a_pingpong_kernel"])
-        w.writerow(HEADER)
-        for address, source, *counts in WAIT_ROWS:
-            w.writerow([hex(address), source, *counts])
+    write_csv(path, gz=False, rows=WAIT_ROWS)
     header, rows = ncu_regions.read_rows(str(path))
     insts, _ = ncu_regions.analyse(header, rows)
     waits, arrivals, depbars = ncu_regions.hand_offs(insts)
