@@ -49,14 +49,20 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t to, const void* fro
 }
 
 // `bytes` (a multiple of 16) from shared `from` to global `to` by the
-// bulk-copy engine, then waits until the copy has read its source (the block
-// may then exit; the global writes complete with the grid). The writers of
-// `from` fenced their writes for the async proxy (fence.proxy.async) before
-// a barrier this thread passed.
-__device__ __forceinline__ void bulk_copy_to_global(void* to, uint32_t from, uint32_t bytes) {
+// bulk-copy engine, as one committed bulk group of this thread's (its
+// wait_group counts it). The writers of `from` fenced their writes for the
+// async proxy (fence.proxy.async) before a barrier this thread passed.
+__device__ __forceinline__ void bulk_store_to_global(void* to, uint32_t from, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(to), "r"(from), "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// bulk_store_to_global, then a wait until every bulk group of this thread
+// has read its source (the block may then exit or reuse it; the global
+// writes complete with the grid).
+__device__ __forceinline__ void bulk_copy_to_global(void* to, uint32_t from, uint32_t bytes) {
+  bulk_store_to_global(to, from, bytes);
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 

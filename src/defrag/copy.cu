@@ -379,12 +379,10 @@ __device__ __forceinline__ void bulk_store(void* to, uint32_t from, uint32_t byt
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(to),
                "r"(from), "r"(bytes), "l"(policy)
                : "memory");
-#else
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(to), "r"(from),
-               "r"(bytes)
-               : "memory");
-#endif
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#else
+  bulk_store_to_global(to, from, bytes);
+#endif
 }
 
 // All but the newest bulk store have read their shared memory.
