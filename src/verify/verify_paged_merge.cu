@@ -210,12 +210,12 @@ __global__ void __launch_bounds__(kMergeThreads<kParts>, 1024 / kMergeThreads<kP
   if (stamp_thread) KDTREE_STAMP(stamps::kMergeRequestLoaded, stamps::clock_after(req.q_len));
   if (!req.valid || i >= req.q_len) return;
   const int64_t t = req.q_start + i;
-  const int64_t stride = a.total_q * a.num_heads;  // between splits, in states
+  const int64_t stride = a.total_q * a.num_heads;  // between splits, in states (partial_state's layout)
   const int h0 = blockIdx.y * kHeads;              // the block's first head
   const int heads = min(kHeads, a.num_heads - h0);
   const int group = threadIdx.x / kGroupThreads, k = threadIdx.x % kGroupThreads;
   const int part = group / kHeads, j = group % kHeads, h = h0 + j;
-  const int64_t state0 = t * a.num_heads + h;
+  const int64_t state0 = partial_state(a, 0, t, h);  // split 0's; also out's lse index
   const bool active = j < heads;  // groups past the last head only meet the barriers
   const int per = (a.num_splits + kParts - 1) / kParts;
   using Raw = typename Quad<Partial>::Raw;
