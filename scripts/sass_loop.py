@@ -54,10 +54,23 @@ def tool(name: str, env: str) -> str:
     return path
 
 
+def source_ptxas(tree: str, source: str) -> list:
+    """The tree's own ptxas options for `source` (CMakeLists.txt's KDTREE_SOURCE_PTXAS_OPTIONS,
+    "path:option" entries; none in trees from before it), as nvcc arguments."""
+    try:
+        with open(os.path.join(tree, "CMakeLists.txt"), encoding="utf-8") as f:
+            m = re.search(r'set\(KDTREE_SOURCE_PTXAS_OPTIONS "([^"]*)"\)', f.read())
+    except FileNotFoundError:
+        return []
+    entries = [e.partition(":") for e in m.group(1).split(";") if e] if m else []
+    return [f"-Xptxas={option}" for path, _, option in entries if path == source]
+
+
 def compile_tree(tree: str, work: str, source: str = SOURCE) -> tuple:
     cubin = os.path.join(work, "k.cubin")
     cmd = [tool("nvcc", "NVCC"), "-std=c++17", "-O3", "-arch=sm_90a", "-DKDTREE_SM90A=1",
-           f"-I{tree}/include", f"-I{tree}/src", "-cubin", "-o", cubin, f"{tree}/{source}", "-Xptxas", "-v"]
+           f"-I{tree}/include", f"-I{tree}/src", "-cubin", "-o", cubin, f"{tree}/{source}", "-Xptxas", "-v",
+           *source_ptxas(tree, source)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"sass_loop: nvcc failed on {tree}:\n{done.stderr}")

@@ -57,6 +57,9 @@ def parse_args():
     parser.add_argument("--source-dir", required=True)
     parser.add_argument("--archs", required=True, help='SM numbers, ";" or "," separated')
     parser.add_argument("--define", action="append", default=[], help="NAME=VALUE for every compile")
+    parser.add_argument("--source-ptxas", action="append", default=[], metavar="PATH:OPTION",
+                        help="a ptxas option for one source (path from --source-dir; CMakeLists.txt's "
+                             "KDTREE_SOURCE_PTXAS_OPTIONS)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     return parser.parse_args()
 
@@ -167,18 +170,25 @@ def main():
     if unknown:
         sys.exit(f"no opt-in shared memory limit known for sm_{unknown}: add it to OPTIN_SMEM_BYTES")
     src_dir = os.path.join(args.source_dir, "src")
-    sources = sorted(os.path.join(root, f) for root, _, files in os.walk(src_dir)
+    sources = sorted(os.path.normpath(os.path.join(root, f)) for root, _, files in os.walk(src_dir)
                      for f in files if f.endswith(".cu"))
     defines = [f"-D{d}" for d in args.define]
     # The library's device flags (Release): see CMakeLists.txt.
     flags = ["-std=c++17", "-O3", "-DNDEBUG", *defines, "-I", os.path.join(args.source_dir, "include"),
              "-I", src_dir, "-Xptxas", "-v", "-cubin", "-o", os.devnull]
+    source_ptxas = {}  # source -> its own ptxas options
+    for entry in args.source_ptxas:
+        path, _, option = entry.partition(":")
+        source = os.path.normpath(os.path.join(args.source_dir, path))
+        if source not in sources:
+            sys.exit(f"--source-ptxas {entry}: no such source under {src_dir}")
+        source_ptxas.setdefault(source, []).append(f"-Xptxas={option}")
     cost = {s: local_includes(s, src_dir, set()) for s in sources}
     jobs = sorted(((s, a) for s in sources for a in archs), key=lambda j: -cost[j[0]])
 
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max(1, args.jobs)) as pool:
         table = pool.submit(verify_configs, args, defines, archs, workdir)
-        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, f"-arch=sm_{targets[j[1]]}", j[0]])), jobs))
+        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, *source_ptxas.get(j[0], []), f"-arch=sm_{targets[j[1]]}", j[0]])), jobs))
         configs = table.result()
 
     failures = []

@@ -54,3 +54,16 @@ def test_loop_change_ignores_renumbering_and_counts_moves_and_edits():
     edited = loop[:2] + ["FFMA R3, R4, R5, R6"] + loop[3:]
     assert sass_loop.loop_change(loop, edited) == 1
     assert sass_loop.loop_change(loop, loop + ["NOP", "NOP"]) == 2
+
+
+def test_source_ptxas_reads_the_trees_per_source_options(tmp_path):
+    # The project's own CMakeLists.txt: the ping-pong kernel's options, and none for another file.
+    pingpong = "src/verify/verify_paged_sm90a_pingpong.cu"
+    assert sass_loop.source_ptxas(str(ROOT), pingpong) == ["-Xptxas=--register-usage-level=6"]
+    assert sass_loop.source_ptxas(str(ROOT), "src/verify/verify_paged_sm90a.cu") == []
+    # A tree from before the variable, and one without a CMakeLists.txt.
+    (tmp_path / "CMakeLists.txt").write_text('project(x)\n')
+    assert sass_loop.source_ptxas(str(tmp_path), pingpong) == []
+    assert sass_loop.source_ptxas(str(tmp_path / "none"), pingpong) == []
+    (tmp_path / "CMakeLists.txt").write_text('set(KDTREE_SOURCE_PTXAS_OPTIONS "a.cu:-O1;b.cu:--x=1;a.cu:--y")\n')
+    assert sass_loop.source_ptxas(str(tmp_path), "a.cu") == ["-Xptxas=-O1", "-Xptxas=--y"]
