@@ -29,6 +29,10 @@ probe whose loop changed measures its new schedule as much as itself
       both (symbol names aside): the check behind "SASS identical" in a
       refactor's commit message
 
+Each tree's file is compiled with that tree's own per-source ptxas options
+(CMakeLists.txt's KDTREE_SOURCE_PTXAS_OPTIONS), so --base compares trees as
+each builds.
+
 Needs nvcc and nvdisasm (the CUDA toolkit's, or NVDISASM=path; `pip download
 nvidia-cuda-nvdisasm` has one). Host only: no GPU.
 """

@@ -188,7 +188,8 @@ def main():
 
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(max(1, args.jobs)) as pool:
         table = pool.submit(verify_configs, args, defines, archs, workdir)
-        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, *source_ptxas.get(j[0], []), f"-arch=sm_{targets[j[1]]}", j[0]])), jobs))
+        results = list(pool.map(lambda j: (j, timed(run, [args.nvcc, *flags, *source_ptxas.get(j[0], []),
+                                                           f"-arch=sm_{targets[j[1]]}", j[0]])), jobs))
         configs = table.result()
 
     failures = []
