@@ -27,6 +27,8 @@ for spec in "${@:-S1:63}"; do
   if [ "$kernel" = merge ]; then
     python3 bench/probes/stamps_summary.py "$log/$shape.log" --kernel merge
   else
-    python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles" --kernel "$kernel"
+    by_arrival=()
+    [ "$kernel" = pingpong ] && by_arrival=(--by-arrival 5)
+    python3 bench/probes/stamps_summary.py "$log/$shape.log" --tiles "$tiles" --kernel "$kernel" "${by_arrival[@]}"
   fi
 done

@@ -5,8 +5,11 @@ warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
 median, min and max over the blocks of the microseconds since the block's entry.
 
-    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single|merge]
-(--tiles: the blocks' tiles, for warpgroup 0's loop time per tile; --kernel
+    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single|merge] [--by-arrival K]
+(--tiles: the blocks' tiles, for warpgroup 0's loop time per tile; --by-arrival:
+the ping-pong's blocks ranked by when warpgroup 0 passes the row sums' barrier,
+in K groups, with its epilogue's time after that barrier: the same code runs
+slower in the blocks that get there first, docs/perf_notes.md session 28; --kernel
 single: the single-warpgroup kernel's points, verify_paged_sm90a.cu, which
 records a subset of the numbers with its own meaning; --kernel merge: the split
 merge's MSTAMP lines, verify_paged_merge.cu, and, when the log also has the
@@ -77,6 +80,7 @@ MERGE_POINTS = [
 ]
 WG0_LOOP_END, WG0_EPILOGUE_END, WG1_LOOP_END, WG1_EPILOGUE_END, GATHER_END = 3, 4, 5, 6, 7
 WG0_FIRST_HALF = 2
+WG0_SUMS_PASSED = 30
 MERGE_WAITED = 11
 
 
@@ -157,6 +161,19 @@ def summarize(rows: List[List[int]], tiles: int = 0, kernel: str = "pingpong") -
     return out
 
 
+def epilogue_by_arrival(rows: List[List[int]], groups: int = 5) -> List[tuple]:
+    """Warpgroup 0's epilogue after the row sums' barrier (us, to its stores issued) of the blocks
+    ranked by when they pass that barrier (us after the first block's entry), in `groups` groups
+    of equal size: [(first arrival, last arrival, [median, min, max])]."""
+    _, us = clock_us(rows)
+    t0 = min(r[ENTRY_GLOBAL] for r in rows)
+    ranked = sorted(((r[ENTRY_GLOBAL] - t0) / 1e3 + us(r[WG0_SUMS_PASSED] - r[ENTRY_CLOCK]),
+                     us(r[WG0_EPILOGUE_END] - r[WG0_SUMS_PASSED])) for r in rows if r[WG0_SUMS_PASSED] >= r[ENTRY_CLOCK])
+    n = len(ranked)
+    parts = [ranked[g * n // groups:(g + 1) * n // groups] for g in range(groups)]
+    return [(part[0][0], part[-1][0], stats([e for _, e in part])) for part in parts if part]
+
+
 def print_points(points: Dict[str, Optional[List[float]]], prefix: str = "") -> None:
     for name, values in points.items():
         if values is None:
@@ -171,6 +188,8 @@ def main() -> int:
     ap.add_argument("log")
     ap.add_argument("--tiles", type=int, default=0)
     ap.add_argument("--kernel", choices=["pingpong", "single", "merge"], default="pingpong")
+    ap.add_argument("--by-arrival", type=int, default=0, metavar="K",
+                    help="the ping-pong's epilogue after the row sums' barrier by arrival, in K groups")
     args = ap.parse_args()
     with open(args.log) as f:
         lines = f.readlines()
@@ -186,6 +205,10 @@ def main() -> int:
     print_points(s["points"])
     if args.tiles:
         print(f"  wg0's loop per tile ({args.tiles} tiles, from its first half) {s['loop_us_per_tile']:.3f}")
+    if args.by_arrival and args.kernel == "pingpong":
+        print("  wg0's epilogue after the row sums' barrier, blocks by when they pass it:")
+        for first, last, (med, lo, hi) in epilogue_by_arrival(rows, args.by_arrival):
+            print(f"    arriving {first:7.2f}-{last:7.2f} us: median {med:6.2f}  min {lo:6.2f}  max {hi:6.2f}")
     return 0
 
 

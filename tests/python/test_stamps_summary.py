@@ -109,3 +109,25 @@ def test_a_point_this_launch_did_not_pass_is_not_recorded(capsys):
     out = capsys.readouterr().out
     assert "split parts added" in out and "not recorded in this launch" in out
     assert "-" not in out.split("split parts added")[1].splitlines()[0]
+
+
+def test_epilogue_by_arrival_ranks_blocks_by_the_row_sums_barrier():
+    """--by-arrival: blocks sorted by when warpgroup 0 passes the row sums' barrier (point 30,
+    entry offset included), each group's epilogue from that barrier to its stores issued (point 4)."""
+    lines = []
+    for b, (entry_ns, sums_us, end_us) in enumerate([(1_000_000, 100.0, 110.0), (1_002_000, 100.0, 103.0),
+                                                     (1_000_000, 101.0, 104.0), (1_000_500, 100.0, 104.0)]):
+        words = block_line(b, entry_ns).split()
+        words[2 + 30] = str(10_000 + int(sums_us * 1000 * GHZ))
+        words[2 + 4] = str(10_000 + int(end_us * 1000 * GHZ))
+        words[2 + 9] = str(entry_ns + int(end_us * 1000))  # the global timer at that end
+        lines.append(" ".join(words) + "\n")
+    rows = stamps_summary.parse(lines)
+    groups = stamps_summary.epilogue_by_arrival(rows, 2)
+    assert len(groups) == 2
+    # Arrivals (us after the first entry): 100.0 (epilogue 10 us), 100.5 (4), 101.0 (3), 102.0 (3).
+    (first0, last0, epi0), (first1, last1, epi1) = groups
+    assert (first0, last0) == pytest.approx((100.0, 100.5), abs=1e-3)
+    assert (first1, last1) == pytest.approx((101.0, 102.0), abs=1e-3)
+    assert epi0 == pytest.approx([7.0, 4.0, 10.0], abs=1e-3)
+    assert epi1 == pytest.approx([3.0, 3.0, 3.0], abs=1e-3)
