@@ -106,6 +106,7 @@ def top_reasons(total, n=3):
 
 
 def report(path, roles, once_factor, min_share, out=None):
+    """Prints the path's once / loop split and its once stretches; returns its instructions."""
     out = out or sys.stdout
     header, rows = read_rows(path)
     insts, stretches = analyse(header, rows, roles, once_factor)
@@ -124,6 +125,7 @@ def report(path, roles, once_factor, min_share, out=None):
         print(f"  once from {stretch[0]['address']:#x}: {len(stretch)} instructions, {len(lines)} lines, "
               f"{total['samples']:.0f} samples ({100 * total['samples'] / all_samples:.1f}%): "
               f"{top_reasons(total)}{' [' + ' '.join(marks) + ']' if marks else ''}", file=out)
+    return insts
 
 
 BARRIER = re.compile(r"\[[^\]]*?(?:\+(0x[0-9a-f]+))?\]")
@@ -172,10 +174,9 @@ def hand_offs(insts):
     return sorted(waits), arrivals, depbars
 
 
-def report_waits(path, names, out=None):
+def report_waits(path, insts, names, out=None):
+    """--waits: the hand-offs of `insts`, the path's instructions as report() read them."""
     out = out or sys.stdout
-    header, rows = read_rows(path)
-    insts, _ = analyse(header, rows)
     all_samples = sum(i["samples"] for i in insts) or 1.0
     waits, arrivals, depbars = hand_offs(insts)
 
@@ -213,9 +214,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     names = parse_names(args.barrier_names)
     for path in args.csv:
-        report(path, args.roles, args.once_factor, args.min_share)
+        insts = report(path, args.roles, args.once_factor, args.min_share)
         if args.waits:
-            report_waits(path, names)
+            report_waits(path, insts, names)
     return 0
 
 

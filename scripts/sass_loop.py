@@ -100,10 +100,14 @@ def instructions(sass: str) -> dict:
     return out
 
 
+def opcodes(texts: list) -> list:
+    """The opcodes of instruction texts (predicates dropped)."""
+    return [re.sub(r"^@!?U?P\w+\s+", "", text).split()[0] for text in texts]
+
+
 def kernels(sass: str) -> dict:
-    """Opcode lists per function (predicates dropped)."""
-    return {name: [re.sub(r"^@!?U?P\w+\s+", "", text).split()[0] for text in texts]
-            for name, texts in instructions(sass).items()}
+    """Opcode lists per function."""
+    return {name: opcodes(texts) for name, texts in instructions(sass).items()}
 
 
 def same(base: str, tree: str, source: str) -> int:
@@ -162,9 +166,9 @@ def report(label: str, tree: str, source: str = SOURCE) -> dict:
     """Prints each kernel's line; returns its loop's instruction texts by kernel, in name order."""
     with tempfile.TemporaryDirectory() as work:
         registers, sass = compile_tree(tree, work, source)
-    texts = sorted(instructions(sass).items())
     loops = {}
-    for (name, ops), (_, text), regs in zip(sorted(kernels(sass).items()), texts, registers or ["?"] * 8):
+    for (name, text), regs in zip(sorted(instructions(sass).items()), registers or ["?"] * 8):
+        ops = opcodes(text)
         dtype = "bf16" if "bfloat16" in name else "f16" if "half" in name else name[-30:]
         span = loop_range(ops)
         if span is None:
