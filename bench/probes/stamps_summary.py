@@ -30,7 +30,7 @@ POINTS = [
     (11, "block barrier passed"),
     (25, "wg0: setmaxnreg done"),
     (24, "gather: setmaxnreg done"),
-    (12, "gather: its own view of the block loaded"),
+    (12, "gather: its role begun (view in hand)"),
     (13, "gather: pair 0's rows computed"),
     (1, "gather: pair 0, copy 1 issued"),
     (16, "gather: pair 0, copy 2 issued"),

@@ -211,8 +211,7 @@ struct TileRows {
 };
 
 template <class T>
-__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, unsigned char* smem) {
-  const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, const Sm90aBlock<T>& blk) {
   if (!blk.live()) return;
   const int num_tiles = blk.num_tiles();
   const int gtid = threadIdx.x - kScoreThreads;
@@ -395,18 +394,18 @@ constexpr int kAnyRoute = 0, kToPartials = 1, kToOut = 2;
 
 // ---------------------------------------------------------------------------
 // Warpgroups 0 and 1 (kWg): per pair, the QK, softmax and both P V of this
-// warpgroup's output dims; then the epilogue. Each builds its own view of
-// the block, so that nothing is live across the register move before it.
+// warpgroup's output dims; then the epilogue. `blk` is the kernel's view of
+// the block, live across the register move before the call (setmaxnreg.inc
+// keeps registers; 0 spills).
 // kF32Rows: the rows go out in f32 (!stores_16bit), each warpgroup sums its
 // own weights. kRoute: where the rows go (partial states with several
 // splits, else out), or kAnyRoute for a kernel that asks the call.
 template <class T, int kWg, bool kF32Rows, int kRoute>
-__device__ __forceinline__ void score_warpgroup(const PagedArgs& a, unsigned char* smem) {
+__device__ __forceinline__ void score_warpgroup(const PagedArgs& a, const Sm90aBlock<T>& blk) {
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
-  const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  unsigned char* const smem = blk.smem;
   if (!blk.live()) return;
-  if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(blk.key_end));
   const Request& req = blk.req;
   const int num_tiles = blk.num_tiles();
   const int split = blockIdx.y;
@@ -822,10 +821,12 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   // The block's start runs from a cold instruction cache, where code far
   // from the entry costs about one 128-byte line per L2 round trip
   // (docs/perf_notes.md, session 21). So the mbarriers, which need no
-  // request, are set up first; then each role loads its own view of the
-  // block (a dead block returns in each role), the score warpgroups issue
-  // Q's copies right after the barrier, and the gather's code comes next in
-  // the binary: its first copies wait for one request load and little code.
+  // request, are set up first; then all three warpgroups load the block's
+  // view once, in code that falls through from the entry, and take it into
+  // their roles (a dead block returns in each role): a view made again
+  // inside a role's code ran cold there, 2.8 us of warpgroup 0's path to its
+  // first QK (session 29). The score warpgroups issue Q's copies right after
+  // it, and the gather's code comes next in the binary.
   {
     const Sm90aBlock<T> blk{a, smem};  // (its barriers' addresses need no request)
     if (threadIdx.x < 4) {
@@ -844,17 +845,17 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   // Warpgroup (broadcast from lane 0 so the compiler sees it warp-uniform).
   // Each role keeps its registers inside its own function (the epilogues
   // too, with named barriers, not block barriers, after this point), so
-  // that ptxas gives each warpgroup its own register budget.
+  // that ptxas gives each warpgroup its own register budget; the view below
+  // is all they share.
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / kGroup, 0);
   // Q's copies, by the score warpgroups, in code that falls through to the
   // role split (a test of threadIdx, not of wg: ptxas would merge it into the
   // score warpgroups' branch below and lay it out after the gather's code).
-  if (threadIdx.x < kScoreThreads) {
-    const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
-    if (blk.live()) {
-      load_q_tile<T, kScoreThreads>(a, blk.req, blk.rows, blk.row0, blk.base() + kOffQ);
-      cp_async_commit();
-    }
+  const Sm90aBlock<T> blk = Sm90aBlock<T>::make(a, smem, false);
+  if (threadIdx.x == 0) KDTREE_STAMP(stamps::kRequestLoaded, stamps::clock_after(blk.key_end));
+  if (threadIdx.x < kScoreThreads && blk.live()) {
+    load_q_tile<T, kScoreThreads>(a, blk.req, blk.rows, blk.row0, blk.base() + kOffQ);
+    cp_async_commit();
   }
   // (The score warpgroups' branch returns, so that ptxas lays the gather's
   // code out right after this prologue.)
@@ -862,15 +863,15 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     warpgroup_regs_inc<kScoreRegs>();
     if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
-      score_warpgroup<T, 0, kF32Rows, kRoute>(a, smem);
+      score_warpgroup<T, 0, kF32Rows, kRoute>(a, blk);
     } else {
-      score_warpgroup<T, 1, kF32Rows, kRoute>(a, smem);
+      score_warpgroup<T, 1, kF32Rows, kRoute>(a, blk);
     }
     return;
   }
   warpgroup_regs_dec<kGatherRegs>();
   if (threadIdx.x == kScoreThreads) KDTREE_STAMP(stamps::kGatherRegsSet, stamps::clock());
-  gather_warpgroup<T>(a, smem);
+  gather_warpgroup<T>(a, blk);
   // The request's flags (make's `report`), raised by one thread of its
   // first block once its gather is done: with the registers free.
   if (threadIdx.x == kScoreThreads && blockIdx.x == 0 && blockIdx.y == 0) (void)load_request(a, blockIdx.z, true);

@@ -34,7 +34,7 @@ enum Point : int {
   kWg0EndGlobal = 9,    // %globaltimer with kWg0EpilogueEnd (the SM clock's rate)
   kRequestLoaded = 10,  // the prologue's view of the block loaded
   kBarrier = 11,        // the block barrier passed
-  kGatherView = 12,     // the gather's own view loaded
+  kGatherView = 12,     // the gather's role begun (the kernel's view in hand)
   kPair0Rows = 13,      // pair 0's rows computed from its slot ids
   kWg1FirstHalf = 14,
   kPair0Maxima = 15,    // warpgroup 0 has pair 0's maxima from warpgroup 1
