@@ -290,6 +290,7 @@ def gpu_run(args) -> int:
         return 2
 
     from ceilings import copy_bandwidth, mma_peak
+    from clock_sampler import ClockSampler
     from inputs import causal_masks, make_input_set, reference, rel_frobenius
     from ours import KdtreeLib
     from peers import PEERS
@@ -349,6 +350,7 @@ def gpu_run(args) -> int:
     peers_wanted = [p for p in args.peers.split(",") if p and p != "none"]
     peer_classes = [P for P in PEERS if P.name in peers_wanted]
     timer = Timer(dev)
+    clocks = ClockSampler(args.device)  # the SM clock of each timed loop (resolved after the shapes)
     shape_results = []
 
     for shape in select(args.shapes):
@@ -456,6 +458,11 @@ def gpu_run(args) -> int:
         del sets, ref_out, ref_lse, causal_ref
         torch.cuda.empty_cache()
 
+    clocks.stop()
+    for res in shape_results:
+        window = (res["ours"] or {}).pop("clock_window", None)
+        if window is not None:
+            res["ours"]["clock"] = clocks.window(*window)
     report = {"dry_run": False, "env": env, "bw_bytes_per_s": bw, "mma_flop_per_s": mma,
               "ceilings_source": "measured" if mma_measured else "BW measured, MMA nominal",
               "mma_log": mma_log, "library": lib.path if lib else None,
@@ -565,7 +572,9 @@ def run_ours(lib, sets, fl, ref_out, ref_lse, timer, quick, sweep_splits, timed=
         return result, rotating
     est = timer.estimate_ms(rotating)
     iters = iterations_for(est, 400.0 * quick, 10, 200)
+    t0 = time.time()
     times = timer.cold_ms(rotating, iters)
+    result["clock_window"] = (t0, time.time())  # (time.time() of the cold loop; see gpu_run)
     result.update(timing_fields(times, fl))
     ms = result["ms"]
 
@@ -708,6 +717,7 @@ def table_rows(report) -> List[List[str]]:
             fmt(o.get("graph_ms"), ".4f") if ran else "-",
             fmt(m["floor_ms"], ".4f"), m["bound"][:3],
             fmt(o.get("efficiency"), ".3f") if ran else "-",
+            fmt((o.get("clock") or {}).get("sm_mhz"), ".0f") if ran else "-",
             fmt(o.get("gbps"), ".0f") if ran else "-",
             fmt(o.get("tflops"), ".0f") if ran else "-",
             (fmt(o.get("err"), ".1e") + (" ok" if o.get("correct") else " FAIL")) if ran else "-",
@@ -725,7 +735,7 @@ def table_rows(report) -> List[List[str]]:
     return rows
 
 
-TABLE_HEADER = ["shape", "BxHxqxP", "ours ms", "graph ms", "floor ms", "bnd", "eff", "GB/s",
+TABLE_HEADER = ["shape", "BxHxqxP", "ours ms", "graph ms", "floor ms", "bnd", "eff", "SM MHz", "GB/s",
                 "TFLOP/s", "err", "torch ms", "vs torch", "triton ms", "vs triton",
                 "flashmla ms", "FlashMLA eff (SPEC)"]
 

@@ -2,8 +2,9 @@
 """One shape's kdtree_verify_paged called cold (L2 flushed before each call, as
 bench.py times it) for a few seconds, with each call's CUDA-event time: the
 medians of each tenth of the run, to see whether calls slow down as the run
-goes on (clocks falling under the power cap), and the overall median.
-run_clocks.sh samples nvidia-smi beside it.
+goes on, and the overall median; and nvidia-smi's SM clock, power and
+clock-event reasons over the timed calls (clock_sampler.py), to see whether
+the clock fell under the power cap. run_clocks.sh runs it per shape.
 
   python3 bench/probes/sustained.py --shape S6 [--seconds 2] [--lib build-gpu/libkdtree_kernels_c.so]
 """
@@ -20,6 +21,7 @@ def main(argv=None) -> int:
     import torch
 
     from bench import find_library
+    from clock_sampler import ClockSampler, describe
     from inputs import make_input_set
     from ours import KdtreeLib, OursRunner
     from shapes import SHAPES_BY_ID, build_case
@@ -43,9 +45,11 @@ def main(argv=None) -> int:
     timer = Timer(dev)
     estimate = timer.estimate_ms(runner)
     calls = max(20, int(args.seconds * 1e3 / (estimate + 0.1)))  # + the flush, ~0.1 ms
+    clocks = ClockSampler(dev.index or 0)
     begin = time.time()
     times = timer.cold_ms(runner, calls)
-    wall = time.time() - begin
+    end = time.time()
+    wall = end - begin
     if int(runner.error_flag.item()) != 0:
         print(f"sustained: error flag {int(runner.error_flag.item())}", file=sys.stderr)
         return 1
@@ -54,6 +58,7 @@ def main(argv=None) -> int:
     print(f"[{args.shape}] {calls} cold calls in {wall:.2f} s: median {statistics.median(times):.4f} ms, "
           f"min {min(times):.4f}, max {max(times):.4f}")
     print("  median by tenth of the run (ms): " + " ".join(f"{p:.4f}" for p in parts))
+    print("  " + describe(clocks.window(begin, end)))
     return 0
 
 
