@@ -735,7 +735,7 @@ def table_rows(report) -> List[List[str]]:
     return rows
 
 
-TABLE_HEADER = ["shape", "BxHxqxP", "ours ms", "graph ms", "floor ms", "bnd", "eff", "SM MHz", "GB/s",
+TABLE_HEADER = ["shape", "BxHxqxP", "ours ms", "graph ms", "floor ms", "bnd", "eff", "smi MHz", "GB/s",
                 "TFLOP/s", "err", "torch ms", "vs torch", "triton ms", "vs triton",
                 "flashmla ms", "FlashMLA eff (SPEC)"]
 

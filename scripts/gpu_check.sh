@@ -52,8 +52,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 configure_and_build() {  # <build dir> <extra cmake args...>
   local dir=$1; shift
+  # (Tests, tools and examples named ON: a build dir a probe configured
+  # without them on the same warm machine keeps its cache otherwise.)
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
-        -DKDTREE_LINEINFO=ON "${prefix_args[@]}" "$@" >>"$OUT/build.log" 2>&1 &&
+        -DKDTREE_LINEINFO=ON -DKDTREE_BUILD_TESTS=ON -DKDTREE_BUILD_GPU_TESTS=ON -DKDTREE_BUILD_TOOLS=ON \
+        -DKDTREE_BUILD_EXAMPLES=ON "${prefix_args[@]}" "$@" >>"$OUT/build.log" 2>&1 &&
   cmake --build "$dir" -j16 >>"$OUT/build.log" 2>&1
 }
 

@@ -2,7 +2,7 @@
 # The SM clock, power and the driver's clock-event reasons while each shape
 # runs for seconds, on the GPU machine: whether a long shape runs at a lower
 # clock than a short one (the power cap), which the efficiency table alone
-# cannot tell from a slower kernel. Builds the library for sm_90 (build-gpu/)
+# cannot tell from a slower kernel. Builds the library for sm_90 (build-clocks/)
 # unless KDTREE_KERNELS_LIB names one, then per shape runs sustained.py: cold
 # calls for SECONDS_PER_SHAPE seconds (default 2), their times by tenth of the
 # run and nvidia-smi's samples over them.
@@ -12,11 +12,11 @@ cd "$(dirname "$0")/../.."
 log=${OUT:-/tmp}/clocks
 mkdir -p "$log"
 if [ -z "${KDTREE_KERNELS_LIB:-}" ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
+  cmake -S . -B build-clocks -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
     -DKDTREE_BUILD_TESTS=OFF -DKDTREE_BUILD_TOOLS=OFF -DKDTREE_BUILD_EXAMPLES=OFF > "$log/build.log" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
+    cmake --build build-clocks -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
     { echo "run_clocks: build failed"; tail -20 "$log/build.log"; exit 1; }
-  export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so
+  export KDTREE_KERNELS_LIB=$PWD/build-clocks/libkdtree_kernels_c.so
 fi
 for shape in "${@:-S5 S6}"; do
   timeout 120 python3 bench/probes/sustained.py --shape "$shape" --seconds "${SECONDS_PER_SHAPE:-2}" \
