@@ -8,7 +8,7 @@ session 29), so a figure timed after a hot shape reads lower than the same
 kernel timed cool. bench.py records the clock of each shape's timed loop
 beside its time; probes/sustained.py prints a whole summary of a long run.
 nvidia-smi's clocks.sm is the clock the driver set: under the cap the SMs'
-own clock (%clock64 over %globaltimer) read 8-14% lower in the same kind of
+own clock (%clock64 over %globaltimer) read 7-14% lower in the same kind of
 run, so a window says whether a loop met the cap, not exactly how fast the
 SMs ran. Without nvidia-smi the sampler is off and every window is None.
 """
