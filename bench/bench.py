@@ -459,10 +459,11 @@ def gpu_run(args) -> int:
         torch.cuda.empty_cache()
 
     clocks.stop()
-    for res in shape_results:
-        window = (res["ours"] or {}).pop("clock_window", None)
-        if window is not None:
-            res["ours"]["clock"] = clocks.window(*window)
+    for res in shape_results:  # ours and each --compare-lib that run_ours timed
+        for entry in [res["ours"] or {}, *res.get("compare", {}).values()]:
+            window = entry.pop("clock_window", None)
+            if window is not None:
+                entry["clock"] = clocks.window(*window)
     report = {"dry_run": False, "env": env, "bw_bytes_per_s": bw, "mma_flop_per_s": mma,
               "ceilings_source": "measured" if mma_measured else "BW measured, MMA nominal",
               "mma_log": mma_log, "library": lib.path if lib else None,
