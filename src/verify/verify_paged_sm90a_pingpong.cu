@@ -211,7 +211,8 @@ struct TileRows {
 };
 
 template <class T>
-__device__ __forceinline__ void gather_warpgroup(const PagedArgs& a, const Sm90aBlock<T>& blk) {
+__device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
+  const PagedArgs& a = blk.a;
   if (!blk.live()) return;
   const int num_tiles = blk.num_tiles();
   const int gtid = threadIdx.x - kScoreThreads;
@@ -401,9 +402,10 @@ constexpr int kAnyRoute = 0, kToPartials = 1, kToOut = 2;
 // own weights. kRoute: where the rows go (partial states with several
 // splits, else out), or kAnyRoute for a kernel that asks the call.
 template <class T, int kWg, bool kF32Rows, int kRoute>
-__device__ __forceinline__ void score_warpgroup(const PagedArgs& a, const Sm90aBlock<T>& blk) {
+__device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
+  const PagedArgs& a = blk.a;
   unsigned char* const smem = blk.smem;
   if (!blk.live()) return;
   const Request& req = blk.req;
@@ -863,15 +865,15 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     warpgroup_regs_inc<kScoreRegs>();
     if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
-      score_warpgroup<T, 0, kF32Rows, kRoute>(a, blk);
+      score_warpgroup<T, 0, kF32Rows, kRoute>(blk);
     } else {
-      score_warpgroup<T, 1, kF32Rows, kRoute>(a, blk);
+      score_warpgroup<T, 1, kF32Rows, kRoute>(blk);
     }
     return;
   }
   warpgroup_regs_dec<kGatherRegs>();
   if (threadIdx.x == kScoreThreads) KDTREE_STAMP(stamps::kGatherRegsSet, stamps::clock());
-  gather_warpgroup<T>(a, blk);
+  gather_warpgroup<T>(blk);
   // The request's flags (make's `report`), raised by one thread of its
   // first block once its gather is done: with the registers free.
   if (threadIdx.x == kScoreThreads && blockIdx.x == 0 && blockIdx.y == 0) (void)load_request(a, blockIdx.z, true);
