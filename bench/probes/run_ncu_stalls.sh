@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Warp-stall reasons of the ping-pong kernel, one launch per version and shape,
+# under Nsight Compute (clocks locked, caches flushed: the figures locate time,
+# they are not the benchmark's). Versions are trees exported by
+# `scripts/ab_bench.sh export` (carry .ab); each is built as ab_bench.sh builds.
+#
+#   device: bash bench/probes/run_ncu_stalls.sh S5 main pad32
+#
+# Writes $OUT/ncu-<name>-<shape>.csv (the raw page) and -sass.csv.gz (the
+# source page by SASS instruction, as scripts/ncu_regions.py reads) and prints, per
+# version, the kernel's duration and its stall reasons (warps per issue
+# slot, WarpStateStats) largest first.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+shape=$1; shift
+out=${OUT:-$PWD/ncu-out}
+mkdir -p "$out"
+for name in "$@"; do
+  if [ ! -f "build-ab-$name/libkdtree_kernels_c.so" ]; then
+    cmake -S ".ab/$name" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF > /dev/null &&
+      cmake --build "build-ab-$name" -j"$(nproc)" --target kdtree_kernels_c > /dev/null
+  fi
+done
+for name in "$@"; do
+  csv="$out/ncu-$name-$shape.csv"
+  KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
+    ncu --section SpeedOfLight --section WarpStateStats --section SourceCounters -k regex:pingpong_kernel -s 2 -c 1 \
+        -f -o "/tmp/ncu-$name-$shape" \
+        python3 bench/bench.py --peers none --quick --shapes "$shape" > "$out/ncu-$name-$shape.log" 2>&1 || true
+  ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page raw > "$csv" 2>> "$out/ncu-$name-$shape.log" || true
+  # (per SASS instruction, for scripts/ncu_regions.py or a look by address)
+  ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page source --print-source sass 2>> "$out/ncu-$name-$shape.log" |
+    gzip > "$out/ncu-$name-$shape-sass.csv.gz" || true
+  echo "== $name ($(cat ".ab/$name/COMMIT" 2>/dev/null || echo "?")) $shape"
+  python3 - "$csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if len(rows) < 3:
+    print("  no ncu rows"); sys.exit(0)
+head, units, vals = rows[0], rows[1], rows[2]  # (raw page: names, units, one kernel)
+def num(v):
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return None
+for k in ("gpu__time_duration.sum", "smsp__cycles_active.avg", "sm__cycles_elapsed.avg.per_second"):
+    if k in head:
+        print(f"  {k}: {vals[head.index(k)]} {units[head.index(k)]}")
+pre, post = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+stalls = [(num(vals[i]), h[len(pre):-len(post)]) for i, h in enumerate(head)
+          if h.startswith(pre) and h.endswith(post) and num(vals[i]) is not None]
+print("  stalls (warps per issue):", ", ".join(f"{n} {v:.2f}" for v, n in sorted(stalls, reverse=True)[:10]))
+PY
+done
