@@ -24,8 +24,14 @@ offsets (the ping-pong kernel's mbarriers sit at kOffBarriers + 8 i, i in the or
 full[2][2], free[2][2] and Hand enum). Session 26 read warpgroup 0 as the loop's critical
 path this way (docs/perf_notes.md).
 
+With --by-role it also splits the ping-pong kernel's code where its roles' code lies in
+the binary: the prologue up to the gather's register release (USETMAXREG.DEALLOC), the
+gather up to its PREEXIT, then the score warpgroups; for each its samples, stall reasons
+and the no-instruction samples per --block-kb of its code (what moves when the code moves:
+session 30 compared two placements of the same score code this way).
+
 usage: ncu_regions.py CSV [CSV ...] [--roles 3] [--once-factor 2] [--min-share 0.005]
-                      [--waits] [--barrier-names OFFSET=NAME,...]
+                      [--waits] [--barrier-names OFFSET=NAME,...] [--by-role [--block-kb 2]]
 """
 import argparse
 import collections
@@ -195,6 +201,43 @@ def report_waits(path, insts, names, out=None):
         print(f"  {address:#x}: {samples:.0f} samples ({100 * samples / all_samples:.1f}%)", file=out)
 
 
+def split_roles(insts):
+    """{"prologue", "gather", "score"}: the ping-pong kernel's instructions by where each
+    role's code lies (the gather's USETMAXREG.DEALLOC and the first PREEXIT after it),
+    or None when the kernel has no such release (another kernel)."""
+    dealloc = next((k for k, i in enumerate(insts) if "USETMAXREG.DEALLOC" in i["source"]), None)
+    if dealloc is None:
+        return None
+    end = next((k for k in range(dealloc, len(insts)) if insts[k]["source"].startswith("PREEXIT")), len(insts) - 1)
+    return {"prologue": insts[:dealloc], "gather": insts[dealloc:end + 1], "score": insts[end + 1:]}
+
+
+def report_roles(path, insts, block_kb=2, out=None):
+    """--by-role: samples and stall reasons of each role's code, and the score code's
+    no-instruction samples per block_kb KB from its first instruction."""
+    out = out or sys.stdout
+    roles = split_roles(insts)
+    if roles is None:
+        print(f"{path}: no USETMAXREG.DEALLOC: not the ping-pong kernel", file=out)
+        return
+    all_samples = sum(i["samples"] for i in insts) or 1.0
+    print(f"{path}: by role", file=out)
+    for name, part in roles.items():
+        total = summarize(part)
+        first = f"{part[0]['address']:#x}" if part else "-"
+        print(f"  {name} from {first}: {len(part)} instructions, {total['samples']:.0f} samples "
+              f"({100 * total['samples'] / all_samples:.1f}%): {top_reasons(total, 4)}; "
+              f"no_inst {total['no_inst']:.0f}", file=out)
+    score = roles["score"]
+    if score:
+        size = int(block_kb * 1024)
+        blocks = collections.Counter()
+        for inst in score:
+            blocks[(inst["address"] - score[0]["address"]) // size] += inst["stalls"].get("no_inst", 0)
+        print(f"  score no_inst by {block_kb:g} KB: " +
+              ", ".join(f"+{b * block_kb:g} KB {v:.0f}" for b, v in sorted(blocks.items()) if v > 0), file=out)
+
+
 def parse_names(text):
     names = {}
     for item in filter(None, (text or "").split(",")):
@@ -211,12 +254,18 @@ def main(argv=None):
     parser.add_argument("--min-share", type=float, default=0.005)
     parser.add_argument("--waits", action="store_true", help="also list the hand-offs' waits and arrivals")
     parser.add_argument("--barrier-names", default="", help="OFFSET=NAME,... for --waits")
+    parser.add_argument("--by-role", action="store_true",
+                        help="also split the ping-pong kernel's code by role (prologue, gather, score)")
+    parser.add_argument("--block-kb", type=float, default=2.0,
+                        help="with --by-role: the score code's no-instruction samples per this many KB")
     args = parser.parse_args(argv)
     names = parse_names(args.barrier_names)
     for path in args.csv:
         insts = report(path, args.roles, args.once_factor, args.min_share)
         if args.waits:
             report_waits(path, insts, names)
+        if args.by_role:
+            report_roles(path, insts, args.block_kb)
     return 0
 
 

@@ -2,7 +2,8 @@
 small CSV of the same shape: the once / loop split by executed count, stretches of once
 code that skip unexecuted instructions and end at loops and unpredicated EXITs, the stall
 reasons and markers each reports; with --waits, each mbarrier wait site (its try-wait,
-retry branch and out-of-line retry loop summed), arrival and wgmma wait. Standard library
+retry branch and out-of-line retry loop summed), arrival and wgmma wait; with --by-role, the
+ping-pong kernel's code split at the gather's register release and its PREEXIT. Standard library
 only; needs no GPU and no library."""
 
 import contextlib
@@ -113,3 +114,34 @@ def test_waits(tmp_path):
     assert "0x2010 on 0x386c0 (maxA): 51 samples (47.2%)" in text
     assert "0x2050 on 0x386d0 (P0): 12 samples" in text
     assert "0x2030: 25 samples (23.1%)" in text
+
+
+# The ping-pong kernel's order in the binary: prologue, the gather (from its register
+# release to its PREEXIT), then the score warpgroups.
+ROLE_ROWS = [
+    (0x3000, "S2R R0, SR_TID.X ;", 2, 30, 1, 0, 0, 0),
+    (0x3010, "USETMAXREG.DEALLOC.CTAPOOL 0x48 ;", 1, 10, 0, 0, 0, 0),
+    (0x3020, "LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64] ;", 20, 400, 2, 15, 0, 0),
+    (0x3030, "PREEXIT ;", 0, 10, 0, 0, 0, 0),
+    (0x3040, "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xd8 ;", 3, 20, 3, 0, 0, 0),
+    (0x3040 + 2048, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24 ;", 50, 800, 7, 30, 0, 0),
+    (0x3040 + 2064, "FMUL R1, R2, R3 ;", 10, 800, 5, 0, 0, 0),
+]
+
+
+def test_by_role(tmp_path):
+    path = tmp_path / "r_sass.csv"
+    write_csv(path, gz=False, rows=ROLE_ROWS)
+    header, rows = ncu_regions.read_rows(str(path))
+    insts, _ = ncu_regions.analyse(header, rows)
+    roles = ncu_regions.split_roles(insts)
+    assert [len(roles[k]) for k in ("prologue", "gather", "score")] == [1, 3, 3]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert ncu_regions.main([str(path), "--by-role"]) == 0
+    text = out.getvalue()
+    assert "gather from 0x3010: 3 instructions, 21 samples (24.4%): long_sb 15, no_inst 2; no_inst 2" in text
+    assert "score from 0x3040: 3 instructions, 63 samples (73.3%): long_sb 30, no_inst 15; no_inst 15" in text
+    assert "score no_inst by 2 KB: +0 KB 3, +2 KB 12" in text
+    # Another kernel (no register release) is named as such, not split.
+    assert ncu_regions.split_roles(insts[:1]) is None
