@@ -18,6 +18,9 @@
 #            the first version named, also $OUT/ab_summary.txt; bench.py's
 #            whole output in $OUT/bench.log, each build's in build-ab-<name>/,
 #            copied to $OUT only when it fails: the device returns 8 files)
+#   device:  scripts/ab_bench.sh build [--cmake ...] main pp
+#            (the builds alone, for a probe that runs them its own way:
+#            bench/probes/run_ncu_stalls.sh)
 #
 # A tree under .ab/ can also be edited by hand before the call (a probe that
 # is not committed); its COMMIT file then says what it was exported from.
@@ -25,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AB=.ab
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 2; }
 
 export_trees() {
   [ $# -gt 0 ] || usage
@@ -45,21 +48,12 @@ export_trees() {
   done
 }
 
-run_trees() {
-  local shapes=S3,S5,S6 rounds=2 cmake_args=""
-  local names=()
-  while [ $# -gt 0 ]; do
-    case $1 in
-      --shapes) shapes=$2; shift 2 ;;
-      --rounds) rounds=$2; shift 2 ;;
-      --cmake) cmake_args=$2; shift 2 ;;
-      -*) usage ;;
-      *) names+=("$1"); shift ;;
-    esac
-  done
-  [ ${#names[@]} -gt 0 ] || usage
-  local out=${OUT:-$PWD/ab-out}
-  mkdir -p "$out"
+# Builds each named tree's library in build-ab-<name>/, side by side; a
+# failed build's log goes to $out.
+build_trees() {
+  local cmake_args=$1 out=$2
+  shift 2
+  local names=("$@")
   local jobs=$(( $(nproc) / ${#names[@]} ))
   [ "$jobs" -ge 1 ] || jobs=1
   local name
@@ -83,6 +77,24 @@ run_trees() {
     done
     exit 1
   fi
+}
+
+run_trees() {
+  local shapes=S3,S5,S6 rounds=2 cmake_args=""
+  local names=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --shapes) shapes=$2; shift 2 ;;
+      --rounds) rounds=$2; shift 2 ;;
+      --cmake) cmake_args=$2; shift 2 ;;
+      -*) usage ;;
+      *) names+=("$1"); shift ;;
+    esac
+  done
+  [ ${#names[@]} -gt 0 ] || usage
+  local out=${OUT:-$PWD/ab-out}
+  mkdir -p "$out"
+  build_trees "$cmake_args" "$out" "${names[@]}"
 
   # Timing is bench.py's --compare-lib: every version on the same inputs, shape
   # by shape, in one process, interleaved call by call (--interleave: a clock
@@ -111,8 +123,25 @@ run_trees() {
   python3 scripts/ab_summary.py "$out/ab.txt" --base "${names[0]}" | tee "$out/ab_summary.txt" || true
 }
 
+build_only() {
+  local cmake_args=""
+  local names=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --cmake) cmake_args=$2; shift 2 ;;
+      -*) usage ;;
+      *) names+=("$1"); shift ;;
+    esac
+  done
+  [ ${#names[@]} -gt 0 ] || usage
+  local out=${OUT:-$PWD/ab-out}
+  mkdir -p "$out"
+  build_trees "$cmake_args" "$out" "${names[@]}"
+}
+
 case ${1:-} in
   export) shift; export_trees "$@" ;;
+  build) shift; build_only "$@" ;;
   run) shift; run_trees "$@" ;;
   *) usage ;;
 esac

@@ -2,7 +2,7 @@
 # Warp-stall reasons of the ping-pong kernel, one launch per version and shape,
 # under Nsight Compute (clocks locked, caches flushed: the figures locate time,
 # they are not the benchmark's). Versions are trees exported by
-# `scripts/ab_bench.sh export` (carry .ab); each is built as ab_bench.sh builds.
+# `scripts/ab_bench.sh export` (carry .ab), built by `scripts/ab_bench.sh build`.
 #
 #   device: bash bench/probes/run_ncu_stalls.sh S5 main pad32
 #
@@ -15,13 +15,7 @@ cd "$(dirname "$0")/../.."
 shape=$1; shift
 out=${OUT:-$PWD/ncu-out}
 mkdir -p "$out"
-for name in "$@"; do
-  if [ ! -f "build-ab-$name/libkdtree_kernels_c.so" ]; then
-    cmake -S ".ab/$name" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF > /dev/null &&
-      cmake --build "build-ab-$name" -j"$(nproc)" --target kdtree_kernels_c > /dev/null
-  fi
-done
+bash scripts/ab_bench.sh build "$@"
 for name in "$@"; do
   csv="$out/ncu-$name-$shape.csv"
   KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
