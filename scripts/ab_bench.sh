@@ -79,13 +79,17 @@ build_trees() {
   fi
 }
 
+# run: build, then time; build: the builds alone (only --cmake taken).
 run_trees() {
+  local mode=$1
+  shift
   local shapes=S3,S5,S6 rounds=2 cmake_args=""
   local names=()
   while [ $# -gt 0 ]; do
     case $1 in
-      --shapes) shapes=$2; shift 2 ;;
-      --rounds) rounds=$2; shift 2 ;;
+      --shapes | --rounds) [ "$mode" = run ] || usage
+        if [ "$1" = --shapes ]; then shapes=$2; else rounds=$2; fi
+        shift 2 ;;
       --cmake) cmake_args=$2; shift 2 ;;
       -*) usage ;;
       *) names+=("$1"); shift ;;
@@ -95,6 +99,7 @@ run_trees() {
   local out=${OUT:-$PWD/ab-out}
   mkdir -p "$out"
   build_trees "$cmake_args" "$out" "${names[@]}"
+  [ "$mode" = run ] || return 0
 
   # Timing is bench.py's --compare-lib: every version on the same inputs, shape
   # by shape, in one process, interleaved call by call (--interleave: a clock
@@ -123,25 +128,8 @@ run_trees() {
   python3 scripts/ab_summary.py "$out/ab.txt" --base "${names[0]}" | tee "$out/ab_summary.txt" || true
 }
 
-build_only() {
-  local cmake_args=""
-  local names=()
-  while [ $# -gt 0 ]; do
-    case $1 in
-      --cmake) cmake_args=$2; shift 2 ;;
-      -*) usage ;;
-      *) names+=("$1"); shift ;;
-    esac
-  done
-  [ ${#names[@]} -gt 0 ] || usage
-  local out=${OUT:-$PWD/ab-out}
-  mkdir -p "$out"
-  build_trees "$cmake_args" "$out" "${names[@]}"
-}
-
 case ${1:-} in
   export) shift; export_trees "$@" ;;
-  build) shift; build_only "$@" ;;
-  run) shift; run_trees "$@" ;;
+  build | run) run_trees "$@" ;;
   *) usage ;;
 esac
