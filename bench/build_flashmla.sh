@@ -40,10 +40,13 @@ EOF
 TORCH_CUDA_ARCH_LIST=9.0a MAX_JOBS=${MAX_JOBS:-$(nproc)} python3 - "$src" "$out" > "$out/build.log" 2>&1 <<'EOF'
 import sys
 from pathlib import Path
-from torch.utils.cpp_extension import load
+from torch.utils.cpp_extension import CUDA_HOME, load
 
 src, out = (Path(p) for p in sys.argv[1:])
 csrc = src / "csrc"
+# CUDA 13 keeps libcu++ (cuda/std/...), which CUTLASS includes from host code
+# too, under include/cccl: nvcc finds it, the host compiler needs it named.
+cccl = [str(Path(CUDA_HOME) / "include/cccl")] if (Path(CUDA_HOME) / "include/cccl").is_dir() else []
 load(
     name="cuda",
     sources=[str(out / "build" / "dense_decode_binding.cpp"),
@@ -52,7 +55,7 @@ load(
              str(csrc / "sm90/decode/dense/instantiations/bf16.cu"),
              str(csrc / "sm90/decode/dense/instantiations/fp16.cu")],
     extra_include_paths=[str(p) for p in (csrc / "api", csrc, csrc / "kerutils/include", csrc / "sm90",
-                                          csrc / "cutlass/include", csrc / "cutlass/tools/util/include")],
+                                          csrc / "cutlass/include", csrc / "cutlass/tools/util/include")] + cccl,
     extra_cflags=["-O3", "-std=c++20", "-DNDEBUG", "-Wno-deprecated-declarations"],
     extra_cuda_cflags=["-O3", "-std=c++20", "-DNDEBUG", "-D_USE_MATH_DEFINES", "-Wno-deprecated-declarations",
                        "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
