@@ -15,7 +15,9 @@ and "LABEL eff", and a last summary line "LABEL geomean efficiency: X".
 after another (each iteration calls every build once, the order rotating), so
 a drift of the card's clocks over the run reaches all of them alike: the form
 for A/B runs of one kernel's versions (scripts/ab_bench.sh). It times cold
-calls only (no graph replays, no --sweep-splits).
+calls only (no graph replays, no --sweep-splits). --interleave-peer NAME puts
+a peer in that loop too, checked as usual (e.g. flashmla: FlashMLA on its
+own hardware at the same clocks as ours; bench/build_flashmla.sh builds it).
 
 One run measures the card's ceilings (copy bandwidth, mma.sync bf16 peak), then
 for each shape S1-S8 (SPEC section 6) builds the inputs, checks ours and every
@@ -76,6 +78,9 @@ def parse_args(argv=None):
     ap.add_argument("--interleave", action="store_true",
                     help="time ours and every --compare-lib in one interleaved loop "
                          "(cold calls only: no graph replays, no split sweep)")
+    ap.add_argument("--interleave-peer", action="append", default=[], metavar="NAME",
+                    help="time this peer (e.g. flashmla) in one interleaved loop with ours "
+                         "(and any --compare-lib): a same-clock comparison; repeatable")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build the shapes' metadata and print floors (numpy only)")
     ap.add_argument("--sweep-splits", action="store_true",
@@ -366,7 +371,7 @@ def gpu_run(args) -> int:
 
         # ---- ours, and other builds of the library (--compare-lib) ----
         # Interleaved: each checked here, then timed together below.
-        interleave = args.interleave and bool(compares)
+        interleave = (args.interleave and bool(compares)) or bool(args.interleave_peer)
         to_time = []
         if lib is None:
             res["ours"] = {"ran": False, "reason": lib_reason}
@@ -398,17 +403,6 @@ def gpu_run(args) -> int:
                     entry = {"ran": False, "reason": f"{type(e).__name__}: {e}"}
                 torch.cuda.empty_cache()
             res["compare"][label] = entry
-        if to_time:
-            try:
-                time_interleaved(to_time, fl, timer, quick)
-            except Exception as e:
-                traceback.print_exc()
-                for entry, _ in to_time:
-                    entry.update({"ran": False, "reason": f"interleaved timing: {type(e).__name__}: {e}"})
-            del to_time
-        for entry in res.get("compare", {}).values():
-            if entry.get("ran") and res["ours"].get("ran"):
-                entry["ours_speedup"] = entry["ms"] / res["ours"]["ms"]
 
         # ---- peers ----
         for P in peer_classes:
@@ -433,14 +427,17 @@ def gpu_run(args) -> int:
                         causal_ref = reference(sets[0], causal_masks(case))[0]
                     ref = causal_ref
                 err = rel_frobenius(peer.out.float(), ref)
-                est = timer.estimate_ms(peer)
-                iters = iterations_for(est, P.budget_ms * quick, P.min_iters, P.max_iters)
-                times = timer.cold_ms(peer, iters, warmup=1)
-                ms = median(times)
-                entry = {"ran": True, "ms": ms, "iters": iters, "spread": spread(times),
-                         "efficiency": fl.floor_ms / ms, "err": err,
-                         "mask": "tree" if peer.tree_mask else "causal tail",
+                entry = {"ran": True, "err": err, "mask": "tree" if peer.tree_mask else "causal tail",
                          "note": getattr(peer, "note", "") or getattr(peer, "how", "")}
+                if interleave and P.name in args.interleave_peer:
+                    to_time.append((entry, peer))  # timed below, in ours' loop
+                else:
+                    est = timer.estimate_ms(peer)
+                    iters = iterations_for(est, P.budget_ms * quick, P.min_iters, P.max_iters)
+                    times = timer.cold_ms(peer, iters, warmup=1)
+                    ms = median(times)
+                    entry.update({"ms": ms, "iters": iters, "spread": spread(times),
+                                  "efficiency": fl.floor_ms / ms})
             except Exception as e:
                 traceback.print_exc()
                 entry = {"ran": False, "reason": f"failed: {type(e).__name__}: {e}"}
@@ -448,6 +445,19 @@ def gpu_run(args) -> int:
             torch.cuda.empty_cache()
             res["peers"][P.name] = entry
 
+        # ---- the interleaved loop: ours, --compare-lib builds, --interleave-peer peers ----
+        if to_time:
+            try:
+                time_interleaved(to_time, fl, timer, quick)
+            except Exception as e:
+                traceback.print_exc()
+                for entry, _ in to_time:
+                    entry.update({"ran": False, "reason": f"interleaved timing: {type(e).__name__}: {e}"})
+            del to_time
+            torch.cuda.empty_cache()
+        for entry in res.get("compare", {}).values():
+            if entry.get("ran") and res["ours"].get("ran"):
+                entry["ours_speedup"] = entry["ms"] / res["ours"]["ms"]
         ours = res["ours"]
         for name, entry in res["peers"].items():
             if entry.get("ran") and ours and ours.get("ran"):
