@@ -81,6 +81,9 @@ def parse_args(argv=None):
     ap.add_argument("--interleave-peer", action="append", default=[], metavar="NAME",
                     help="time this peer (e.g. flashmla) in one interleaved loop with ours "
                          "(and any --compare-lib): a same-clock comparison; repeatable")
+    ap.add_argument("--contiguous-slots", action="store_true",
+                    help="each request's keys in consecutive slots instead of SPEC's fragmented "
+                         "page_size-1 cache (a diagnostic: what the fragmentation costs)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build the shapes' metadata and print floors (numpy only)")
     ap.add_argument("--sweep-splits", action="store_true",
@@ -183,6 +186,7 @@ def shape_meta(case, floor) -> Dict:
             "bytes": floor.bytes, "flops": floor.flops, "floor_ms": floor.floor_ms,
             "bw_ms": floor.bw_s * 1e3, "mma_ms": floor.mma_s * 1e3, "bound": floor.bound,
             "working_set_bytes": working_set_bytes(case),
+            "slots": "contiguous" if case.contiguous_slots else "random permutation",
             "flashmla_spec_efficiency": FLASHMLA_SPEC_EFFICIENCY.get(s.id)}
 
 
@@ -203,7 +207,7 @@ def dry_run(args) -> int:
     results = []
     t0 = time.time()
     for shape in shapes:
-        case = build_case(shape, args.seed)
+        case = build_case(shape, args.seed, args.contiguous_slots)
         fl = floor_of(case, bw, mma)
         meta = shape_meta(case, fl)
         sets = input_sets_for(case, fl, NOMINAL_L2_BYTES)
@@ -320,10 +324,13 @@ def gpu_run(args) -> int:
            "capability": f"{props.major}.{props.minor}", "l2_bytes": l2_bytes,
            "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
            "python": platform.python_version(), "commit": commit,
+           "slots": "contiguous (--contiguous-slots)" if args.contiguous_slots else "random permutation",
            "date": datetime.datetime.now().isoformat(timespec="seconds")}
     print(f"device: {props.name} ({props.multi_processor_count} SMs, L2 {l2_bytes >> 20} MiB, "
           f"sm_{props.major}{props.minor}); torch {torch.__version__} cuda {torch.version.cuda} "
           f"triton {triton_version}; commit {commit}; {env['date']}")
+    if args.contiguous_slots:
+        print("SLOTS CONTIGUOUS (--contiguous-slots): not SPEC's fragmented cache; a diagnostic run")
 
     # -- ours --
     lib, lib_reason = None, ""
@@ -360,7 +367,7 @@ def gpu_run(args) -> int:
 
     for shape in select(args.shapes):
         t_shape = time.time()
-        case = build_case(shape, args.seed)
+        case = build_case(shape, args.seed, args.contiguous_slots)
         fl = floor_of(case, bw, mma)
         res = {"meta": shape_meta(case, fl), "ours": None, "peers": {}, "splits": None}
         n_sets = input_sets_for(case, fl, l2_bytes)

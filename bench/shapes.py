@@ -91,6 +91,7 @@ class Case:
     visible_per_row: np.ndarray  # [T] keys visible to each query row (prefix + ancestors-or-self)
     num_slots: int              # prefix + tail rows of every request, plus one slack slot
     seed: int
+    contiguous_slots: bool = False  # each request's keys in consecutive slots (random_slots)
     extras: Dict[str, object] = field(default_factory=dict)
 
     @property
@@ -130,7 +131,7 @@ class Case:
         return np.concatenate(parts), np.asarray(indptr, dtype=np.int64)
 
 
-def build_case(shape: Shape, seed: int = 0) -> Case:
+def build_case(shape: Shape, seed: int = 0, contiguous_slots: bool = False) -> Case:
     rng = np.random.default_rng(seed)
     B = shape.batch
     q_lens = np.full(B, shape.q_len, dtype=np.int64)
@@ -154,14 +155,20 @@ def build_case(shape: Shape, seed: int = 0) -> Case:
     return Case(shape=shape, q_lens=q_lens, prefix_lens=prefix_lens, qo_indptr=qo_indptr,
                 kv_indptr=kv_indptr, prefix_indptr=prefix_indptr, masks=masks,
                 tree_dense=tree_dense, tree_dense_indptr=tree_dense_indptr,
-                visible_per_row=visible, num_slots=int(kv_lens.sum()) + 1, seed=seed)
+                visible_per_row=visible, num_slots=int(kv_lens.sum()) + 1, seed=seed,
+                contiguous_slots=contiguous_slots)
 
 
 def random_slots(case: Case, seed: int) -> Tuple[np.ndarray, int]:
     """A fragmented page_size-1 cache: the requests' keys (prefix then tail, per
-    request) take a random permutation of the pool. Returns (kv_indices int32
+    request) take a random permutation of the pool; with case.contiguous_slots
+    (bench.py --contiguous-slots, a diagnostic: the same kernel over an
+    unfragmented cache) they take the pool in order. Returns (kv_indices int32
     [total_kv], the one slack slot no index refers to)."""
-    perm = np.random.default_rng(seed).permutation(case.num_slots)
+    if case.contiguous_slots:
+        perm = np.arange(case.num_slots)
+    else:
+        perm = np.random.default_rng(seed).permutation(case.num_slots)
     return perm[:case.total_kv].astype(np.int32), int(perm[case.total_kv])
 
 
