@@ -29,6 +29,8 @@
 #                     SANITIZE=0 the call's files stay within what a device call returns)
 #   CTEST=0           skip the ctest runs (a sanitizer-only call on a built tree)
 #   BENCH_ARGS=...    extra arguments for bench/bench.py (e.g. --sweep-splits)
+#   (carried .flashmla/: FlashMLA as the benchmark's peer, built or unpacked
+#   here by bench/build_flashmla.sh; the summary says which)
 #   GPU_TEST_FILTER=regex   only GPU tests whose name matches (ctest -R)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -237,6 +239,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
 fi
 
 bench_result=""
+flashmla_note=""
 if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so
   # Both verify kernels in one table (issue #8): the portable build, when this
@@ -246,6 +249,22 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   if [ "${PORTABLE_CHECK:-0}" = 1 ] && [[ $portable_result != *"BUILD FAILED"* ]] &&
      [ -f "$portable_lib" ]; then
     compare_args=(--compare-lib "portable=$PWD/$portable_lib")
+  fi
+  # FlashMLA as a peer (issue #8) where one is carried in .flashmla/: a package
+  # bench/build_flashmla.sh built on an earlier call (flash_mla_pkg.tgz), else a
+  # FlashMLA source tarball, built here (~1.5 min on 16 cores).
+  fm_dir=/tmp/kdtree_flashmla
+  if [ -f .flashmla/flash_mla_pkg.tgz ]; then
+    mkdir -p "$fm_dir" && tar -xzf .flashmla/flash_mla_pkg.tgz -C "$fm_dir"
+  elif compgen -G ".flashmla/FlashMLA-*.tar.gz" >/dev/null; then
+    bash bench/build_flashmla.sh "$(ls .flashmla/FlashMLA-*.tar.gz | tail -1)" "$fm_dir" \
+      > "$OUT/flashmla_build.log" 2>&1
+  fi
+  if [ -f "$fm_dir/flash_mla/cuda.so" ]; then
+    compare_args+=(--site "$fm_dir")
+    flashmla_note="flashmla: $fm_dir/flash_mla (from .flashmla/, bench/build_flashmla.sh)"
+  else
+    flashmla_note="flashmla: none carried in .flashmla/ (bench/build_flashmla.sh): the peer does not run"
   fi
   PYTHONPATH=$PWD/bindings/python timeout 400 python3 bench/bench.py --markdown \
     --json "$OUT/bench.json" --plot "$OUT/bench.png" "${compare_args[@]}" ${BENCH_ARGS:-} \
@@ -285,7 +304,7 @@ fi
   echo "$sglang_note"
   for row in "${sanitizer_rows[@]}"; do echo "sanitizer $row"; done
   for row in "${sanitizer_failures[@]}"; do echo "  $row (sanitizer.log)"; done
-  [ -n "$bench_result" ] && echo "$bench_result"
+  [ -n "$bench_result" ] && echo "$bench_result" && echo "$flashmla_note"
   [ -n "$ncu_result" ] && echo "$ncu_result"
   grep -E "FAILED|Failed|Exception|Timeout" "$OUT/ctest.log" | grep -E "^ *[0-9]+/" | head -20
 } | tee -a "$summary"
