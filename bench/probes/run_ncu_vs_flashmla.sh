@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Ours against FlashMLA under Nsight Compute, one launch of each on one shape
+# (clocks locked, caches flushed: the figures say where a tile's time goes,
+# they are not the benchmark's): ours is this tree's build-gpu (built here,
+# sm_90 only), FlashMLA the package bench/build_flashmla.sh made, carried as
+# .flashmla/flash_mla_pkg.tgz.
+#
+#   device (carry .flashmla .deb): bash bench/probes/run_ncu_vs_flashmla.sh S5
+#
+# Writes $OUT/ncu-{ours,flashmla}-<shape>.csv (the raw pages) and prints the
+# two side by side: duration, grid, registers, instructions, tensor-pipe and
+# shared-memory activity, and the top warp-stall reasons.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+shape=${1:?usage: run_ncu_vs_flashmla.sh SHAPE}
+out=${OUT:-$PWD/ncu-out}
+mkdir -p "$out"
+SANITIZE=0 CTEST=0 BENCH=0 bash scripts/gpu_check.sh > "$out/ncu-vs-build.log" 2>&1
+fm=/tmp/kdtree_flashmla
+mkdir -p "$fm" && tar -xzf .flashmla/flash_mla_pkg.tgz -C "$fm"
+export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python
+run() {  # <name> <kernel regex> <peers>
+  ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section LaunchStats -k "regex:$2" -s 2 -c 1 -f -o "/tmp/ncu-$1-$shape" \
+      python3 bench/bench.py --peers "$3" --site "$fm" --quick --shapes "$shape" > "$out/ncu-$1-$shape.log" 2>&1 || true
+  ncu -i "/tmp/ncu-$1-$shape.ncu-rep" --csv --page raw > "$out/ncu-$1-$shape.csv" 2>> "$out/ncu-$1-$shape.log" || true
+}
+run ours "verify_paged_sm90a_pingpong_kernel|verify_paged_sm90a_kernel" none
+run flashmla "flash_fwd_splitkv_mla_kernel" flashmla
+python3 - "$out/ncu-ours-$shape.csv" "$out/ncu-flashmla-$shape.csv" <<'PY'
+import csv, sys
+
+def page(path):
+    rows = [r for r in csv.reader(open(path)) if len(r) > 10]
+    return dict(zip(rows[0], rows[2])) if len(rows) >= 3 else {}
+
+def num(v):
+    try:
+        return float(str(v).replace(",", ""))
+    except ValueError:
+        return None
+
+ours, fm = page(sys.argv[1]), page(sys.argv[2])
+keys = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
+        "smsp__inst_executed.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "memory_l1_wavefronts_shared", "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",
+        "lts__t_bytes.sum", "dram__bytes_read.sum", "sm__cycles_active.avg"]
+print(f"{'metric':68s} {'ours':>14s} {'flashmla':>14s}")
+for k in keys:
+    print(f"{k:68s} {ours.get(k, '-'):>14s} {fm.get(k, '-'):>14s}")
+pre, post = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+for name, d in (("ours", ours), ("flashmla", fm)):
+    stalls = sorted(((num(v), h[len(pre):-len(post)]) for h, v in d.items()
+                     if h.startswith(pre) and h.endswith(post) and num(v) is not None), reverse=True)
+    print(f"stalls {name}:", ", ".join(f"{n} {v:.2f}" for v, n in stalls[:8]))
+PY
