@@ -254,6 +254,7 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   # bench/build_flashmla.sh built on an earlier call (flash_mla_pkg.tgz), else a
   # FlashMLA source tarball, built here (~1.5 min on 16 cores).
   fm_dir=/tmp/kdtree_flashmla
+  rm -rf "$fm_dir"  # (none left from an earlier call on a warm machine)
   flashmla_note="flashmla: none carried in .flashmla/ (bench/build_flashmla.sh): the peer does not run"
   if [ -f .flashmla/flash_mla_pkg.tgz ]; then
     mkdir -p "$fm_dir" && tar -xzf .flashmla/flash_mla_pkg.tgz -C "$fm_dir"
