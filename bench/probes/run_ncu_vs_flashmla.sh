@@ -41,12 +41,15 @@ def num(v):
         return None
 
 ours, fm = page(sys.argv[1]), page(sys.argv[2])
+# (names as this ncu's raw page spells them with these sections)
 keys = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
-        "smsp__inst_executed.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "memory_l1_wavefronts_shared", "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
+        "inst_executed", "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
         "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed",
         "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",
-        "lts__t_bytes.sum", "dram__bytes_read.sum", "sm__cycles_active.avg"]
+        "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
+        "dram__bytes.sum.per_second", "sm__cycles_active.avg"]
 print(f"{'metric':68s} {'ours':>14s} {'flashmla':>14s}")
 for k in keys:
     print(f"{k:68s} {ours.get(k, '-'):>14s} {fm.get(k, '-'):>14s}")
