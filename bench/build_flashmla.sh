@@ -7,8 +7,14 @@
 #   python3 bench/bench.py --site <output dir> ...
 #
 # <FlashMLA source>: a checkout of github.com/deepseek-ai/FlashMLA with its
-# csrc/cutlass submodule (git clone --recursive), or a .tar.gz of one. Nothing
-# of it is committed here. FlashMLA's setup.py also compiles its sparse and
+# csrc/cutlass submodule (git clone --recursive), or a .tar.gz of one, made
+# where the internet is and carried to the GPU machine in .flashmla/ (ignored;
+# scripts/gpu_check.sh builds from .flashmla/FlashMLA-*.tar.gz, or unpacks a
+# package built earlier, .flashmla/flash_mla_pkg.tgz = tar -czf of
+# <output dir>/flash_mla):
+#   tar -czf .flashmla/FlashMLA-<rev>.tar.gz -C <checkout> csrc flash_mla
+# (csrc/cutlass's include/ and tools/util/include/ are all it needs of CUTLASS).
+# Nothing of it is committed here. FlashMLA's setup.py also compiles its sparse and
 # sm_100 kernels, which take far longer; this builds only what dense decode
 # runs, with setup.py's nvcc flags and sm_90a only: the scheduler and combine
 # kernels, the bf16 and fp16 decode kernels, and a binding of
@@ -17,7 +23,7 @@
 # dir>/flash_mla/ (FlashMLA's Python files and cuda.so), build log in
 # <output dir>/build.log.
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# = 2 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 2; }
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 src=$1
 if [ -f "$src" ]; then
