@@ -9,7 +9,7 @@
 # Writes $OUT/ncu-<name>-<shape>.csv (the raw page) and -sass.csv.gz (the
 # source page by SASS instruction, as scripts/ncu_regions.py reads) and prints, per
 # version, the kernel's duration and its stall reasons (warps per issue
-# slot, WarpStateStats) largest first.
+# slot, WarpStateStats) largest first (bench/probes/ncu_raw.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 shape=$1; shift
@@ -27,23 +27,5 @@ for name in "$@"; do
   ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page source --print-source sass 2>> "$out/ncu-$name-$shape.log" |
     gzip > "$out/ncu-$name-$shape-sass.csv.gz" || true
   echo "== $name ($(cat ".ab/$name/COMMIT" 2>/dev/null || echo "?")) $shape"
-  python3 - "$csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if len(rows) < 3:
-    print("  no ncu rows"); sys.exit(0)
-head, units, vals = rows[0], rows[1], rows[2]  # (raw page: names, units, one kernel)
-def num(v):
-    try:
-        return float(v.replace(",", ""))
-    except ValueError:
-        return None
-for k in ("gpu__time_duration.sum", "smsp__cycles_active.avg", "sm__cycles_elapsed.avg.per_second"):
-    if k in head:
-        print(f"  {k}: {vals[head.index(k)]} {units[head.index(k)]}")
-pre, post = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
-stalls = [(num(vals[i]), h[len(pre):-len(post)]) for i, h in enumerate(head)
-          if h.startswith(pre) and h.endswith(post) and num(vals[i]) is not None]
-print("  stalls (warps per issue):", ", ".join(f"{n} {v:.2f}" for v, n in sorted(stalls, reverse=True)[:10]))
-PY
+  python3 bench/probes/ncu_raw.py "$name=$csv"
 done

@@ -9,7 +9,7 @@
 #
 # Writes $OUT/ncu-{ours,flashmla}-<shape>.csv (the raw pages) and prints the
 # two side by side: duration, grid, registers, instructions, tensor-pipe and
-# shared-memory activity, and the top warp-stall reasons.
+# shared-memory activity, and the top warp-stall reasons (bench/probes/ncu_raw.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 shape=${1:?usage: run_ncu_vs_flashmla.sh SHAPE}
@@ -27,35 +27,12 @@ run() {  # <name> <kernel regex> <peers>
 }
 run ours "verify_paged_sm90a_pingpong_kernel|verify_paged_sm90a_kernel" none
 run flashmla "flash_fwd_splitkv_mla_kernel" flashmla
-python3 - "$out/ncu-ours-$shape.csv" "$out/ncu-flashmla-$shape.csv" <<'PY'
-import csv, sys
-
-def page(path):
-    rows = [r for r in csv.reader(open(path)) if len(r) > 10]
-    return dict(zip(rows[0], rows[2])) if len(rows) >= 3 else {}
-
-def num(v):
-    try:
-        return float(str(v).replace(",", ""))
-    except ValueError:
-        return None
-
-ours, fm = page(sys.argv[1]), page(sys.argv[2])
-# (names as this ncu's raw page spells them with these sections)
-keys = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
-        "inst_executed", "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
-        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
-        "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed",
-        "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",
-        "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
-        "dram__bytes.sum.per_second", "sm__cycles_active.avg"]
-print(f"{'metric':68s} {'ours':>14s} {'flashmla':>14s}")
-for k in keys:
-    print(f"{k:68s} {ours.get(k, '-'):>14s} {fm.get(k, '-'):>14s}")
-pre, post = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
-for name, d in (("ours", ours), ("flashmla", fm)):
-    stalls = sorted(((num(v), h[len(pre):-len(post)]) for h, v in d.items()
-                     if h.startswith(pre) and h.endswith(post) and num(v) is not None), reverse=True)
-    print(f"stalls {name}:", ", ".join(f"{n} {v:.2f}" for v, n in stalls[:8]))
-PY
+keys=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+keys+=,inst_executed,sm__issue_active.avg.pct_of_peak_sustained_elapsed
+keys+=,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
+keys+=,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed
+keys+=,l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed
+keys+=,lts__t_sectors.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
+keys+=,dram__bytes.sum.per_second,sm__cycles_active.avg
+python3 bench/probes/ncu_raw.py --keys "$keys" --top 8 \
+  "ours=$out/ncu-ours-$shape.csv" "flashmla=$out/ncu-flashmla-$shape.csv"
