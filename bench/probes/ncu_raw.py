@@ -4,11 +4,12 @@ per file) side by side: the metrics named, then each file's largest warp-stall
 reasons (warps per issue slot, WarpStateStats). Used by run_ncu_stalls.sh and
 run_ncu_vs_flashmla.sh.
 
-    python3 bench/probes/ncu_raw.py [--keys a,b,...] NAME=CSV [NAME=CSV ...]
+    python3 bench/probes/ncu_raw.py [--keys a,b,...] [--like REGEX] NAME=CSV [NAME=CSV ...]
 """
 
 import argparse
 import csv
+import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
@@ -44,6 +45,7 @@ def stalls(page: Dict[str, Tuple[str, str]], top: int) -> List[Tuple[str, float]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", default=",".join(DEFAULT_KEYS), help="comma list of metrics to print")
+    ap.add_argument("--like", help="also every metric whose name matches this regex (e.g. '^lts__t_sectors_srcunit.*sum$')")
     ap.add_argument("--top", type=int, default=10, help="stall reasons per file")
     ap.add_argument("pages", nargs="+", metavar="NAME=CSV")
     args = ap.parse_args(argv)
@@ -56,7 +58,11 @@ def main(argv=None) -> int:
     if not pages:
         return 0  # (a report: the probe goes on to its next version)
     print(f"{'metric':68s} " + " ".join(f"{n:>16s}" for n, _ in pages))
-    for key in args.keys.split(","):
+    keys = args.keys.split(",")
+    if args.like:
+        pattern = re.compile(args.like)
+        keys += sorted({k for _, p in pages for k in p if pattern.search(k) and k not in keys})
+    for key in keys:
         if not any(key in p for _, p in pages):
             continue  # (not on this page: another section collects it)
         units = next((p[key][1] for _, p in pages if key in p), "")

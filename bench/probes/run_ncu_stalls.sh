@@ -9,17 +9,25 @@
 # Writes $OUT/ncu-<name>-<shape>.csv (the raw page) and -sass.csv.gz (the
 # source page by SASS instruction, as scripts/ncu_regions.py reads) and prints, per
 # version, the kernel's duration and its stall reasons (warps per issue
-# slot, WarpStateStats) largest first (bench/probes/ncu_raw.py).
+# slot, WarpStateStats) largest first (bench/probes/ncu_raw.py). NCU_MEMORY=1
+# adds the memory sections and prints the L1 / L2 / DRAM traffic (sectors,
+# requests, hit rate, the L2 fabric between its two partitions).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 shape=$1; shift
 out=${OUT:-$PWD/ncu-out}
 mkdir -p "$out"
 bash scripts/ab_bench.sh build "$@"
+memory_sections=() memory_keys=()
+if [ "${NCU_MEMORY:-0}" = 1 ]; then
+  memory_sections=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
+  memory_keys=(--like '^(lts__t_|lts__lts2xbar|lts__xbar2lts|l1tex__m_|dram__bytes).*(\.sum|\.avg\.pct_of_peak_sustained_elapsed|_rate\.pct)$')
+fi
 for name in "$@"; do
   csv="$out/ncu-$name-$shape.csv"
   KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
-    ncu --section SpeedOfLight --section WarpStateStats --section SourceCounters -k regex:pingpong_kernel -s 2 -c 1 \
+    ncu --section SpeedOfLight --section WarpStateStats --section SourceCounters "${memory_sections[@]}" \
+        -k regex:pingpong_kernel -s 2 -c 1 \
         -f -o "/tmp/ncu-$name-$shape" \
         python3 bench/bench.py --peers none --quick --shapes "$shape" > "$out/ncu-$name-$shape.log" 2>&1 || true
   ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page raw > "$csv" 2>> "$out/ncu-$name-$shape.log" || true
@@ -27,5 +35,5 @@ for name in "$@"; do
   ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page source --print-source sass 2>> "$out/ncu-$name-$shape.log" |
     gzip > "$out/ncu-$name-$shape-sass.csv.gz" || true
   echo "== $name ($(cat ".ab/$name/COMMIT" 2>/dev/null || echo "?")) $shape"
-  python3 bench/probes/ncu_raw.py "$name=$csv"
+  python3 bench/probes/ncu_raw.py "${memory_keys[@]}" "$name=$csv"
 done

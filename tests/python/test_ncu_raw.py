@@ -45,3 +45,11 @@ def test_a_page_without_a_launch(tmp_path, capsys):
     assert ncu_raw.read_page(path) == {}
     assert ncu_raw.main([f"empty={path}"]) == 0
     assert "empty: no ncu rows" in capsys.readouterr().out
+
+
+def test_metrics_by_pattern(tmp_path, capsys):
+    path = write(tmp_path, [NAMES, UNITS, VALUES])
+    # the named key once, then those the pattern adds, sorted
+    assert ncu_raw.main(["--keys", "gpu__time_duration.sum", "--like", "^smsp__.*(wait|gmma)", f"one={path}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["gpu__time_duration.sum", STALL.format("gmma"), STALL.format("wait")]
