@@ -4,7 +4,7 @@ per file) side by side: the metrics named, then each file's largest warp-stall
 reasons (warps per issue slot, WarpStateStats). Used by run_ncu_stalls.sh and
 run_ncu_vs_flashmla.sh.
 
-    python3 bench/probes/ncu_raw.py [--keys a,b,...] [--like REGEX] NAME=CSV [NAME=CSV ...]
+    python3 bench/probes/ncu_raw.py [--keys a,b,...] [--like REGEX] [--memory] NAME=CSV [NAME=CSV ...]
 """
 
 import argparse
@@ -15,6 +15,15 @@ from typing import Dict, List, Optional, Tuple
 
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 DEFAULT_KEYS = ("gpu__time_duration.sum", "smsp__cycles_active.avg", "sm__cycles_elapsed.avg.per_second")
+# --memory (the MemoryWorkloadAnalysis sections): DRAM bytes, sectors into the
+# SMs, the SMs' request cycles, and L2's lookups by source (the SMs, the
+# fabric between L2's two partitions) with their hits and misses.
+_PCT = r"\.avg\.pct_of_peak_sustained_elapsed"
+MEMORY_PATTERN = (r"^(dram__bytes_(read|write)\.sum|l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld\.sum"
+                  r"|l1tex__m_l1tex2xbar_req_cycles_active" + _PCT +
+                  r"|lts__t_(requests|sectors)(_srcunit_(tex|ltcfabric))?(_lookup_(hit|miss))?\.sum"
+                  r"|lts__t_sector_hit_rate\.pct|lts__(lts2xbar|xbar2lts)_cycles_active" + _PCT +
+                  r"|lts__t_(sectors|tag_requests)" + _PCT + ")$")
 
 
 def read_page(path: str) -> Dict[str, Tuple[str, str]]:
@@ -46,6 +55,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", default=",".join(DEFAULT_KEYS), help="comma list of metrics to print")
     ap.add_argument("--like", help="also every metric whose name matches this regex (e.g. '^lts__t_sectors_srcunit.*sum$')")
+    ap.add_argument("--memory", action="store_true", help="also the memory metrics (MEMORY_PATTERN)")
     ap.add_argument("--top", type=int, default=10, help="stall reasons per file")
     ap.add_argument("pages", nargs="+", metavar="NAME=CSV")
     args = ap.parse_args(argv)
@@ -59,8 +69,8 @@ def main(argv=None) -> int:
         return 0  # (a report: the probe goes on to its next version)
     print(f"{'metric':68s} " + " ".join(f"{n:>16s}" for n, _ in pages))
     keys = args.keys.split(",")
-    if args.like:
-        pattern = re.compile(args.like)
+    for like in [args.like] * bool(args.like) + [MEMORY_PATTERN] * args.memory:
+        pattern = re.compile(like)
         keys += sorted({k for _, p in pages for k in p if pattern.search(k) and k not in keys})
     for key in keys:
         if not any(key in p for _, p in pages):

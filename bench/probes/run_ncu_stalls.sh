@@ -21,7 +21,7 @@ bash scripts/ab_bench.sh build "$@"
 memory_sections=() memory_keys=()
 if [ "${NCU_MEMORY:-0}" = 1 ]; then
   memory_sections=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
-  memory_keys=(--like '^(lts__t_|lts__lts2xbar|lts__xbar2lts|l1tex__m_|dram__bytes).*(\.sum|\.avg\.pct_of_peak_sustained_elapsed|_rate\.pct)$')
+  memory_keys=(--memory)
 fi
 for name in "$@"; do
   csv="$out/ncu-$name-$shape.csv"

@@ -53,3 +53,15 @@ def test_metrics_by_pattern(tmp_path, capsys):
     assert ncu_raw.main(["--keys", "gpu__time_duration.sum", "--like", "^smsp__.*(wait|gmma)", f"one={path}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:4]] == ["gpu__time_duration.sum", STALL.format("gmma"), STALL.format("wait")]
+
+
+def test_memory_pattern():
+    import re
+    pattern = re.compile(ncu_raw.MEMORY_PATTERN)
+    for name in ["dram__bytes_read.sum", "lts__t_sectors_srcunit_tex_lookup_miss.sum", "lts__t_requests.sum",
+                 "lts__t_sector_hit_rate.pct", "l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum",
+                 "lts__t_sectors.avg.pct_of_peak_sustained_elapsed"]:
+        assert pattern.search(name), name
+    for name in ["lts__t_sectors_srcunit_tex_op_atom_dot_cas.sum", "lts__t_sectors.max.pct_of_peak_sustained_elapsed",
+                 "gpu__time_duration.sum", "dram__bytes.sum.per_second"]:
+        assert not pattern.search(name), name
