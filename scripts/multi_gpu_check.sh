@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The two-GPU run of issue 7 (on an nvidia-h200-x2 machine or larger): builds
 # once (scripts/gpu_check.sh, the build only), then
-#   1. one process per GPU at the same time, as tensor-parallel ranks do: the
-#      GPU suite and the benchmark, each pinned with CUDA_VISIBLE_DEVICES;
+#   1. one process per GPU on GPUs 0 and 1 at the same time, as tensor-parallel
+#      ranks do: the GPU suite and the benchmark, each pinned with
+#      CUDA_VISIBLE_DEVICES (on a larger machine the other GPUs stay idle);
 #   2. one process driving every GPU from its own thread (test_concurrency's
 #      multi-device part runs when it sees two or more GPUs).
-# Logs under $OUT: multi_rank<d>.log, multi_bench<d>.json, multi_summary.txt.
+# Logs under $OUT: multi_build.log, multi_rank<d>.log, multi_bench<d>.json,
+# multi_threads.log, multi_summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}

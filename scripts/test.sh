@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One command for the whole suite: build build/ if needed (scripts/build_nvcc.sh),
-# then ctest over everything in parallel. Without a GPU the `gpu` tests skip
-# (exit 77) and everything else runs.
+# One command for the whole suite: scripts/build_nvcc.sh (which installs missing
+# build packages as root, builds $BUILD_DIR, default build/, incrementally, and runs
+# kdtree-info), then ctest over everything in parallel. Without a GPU the `gpu`
+# tests skip (exit 77) and everything else runs.
+#   BUILD_DIR=dir                    build and test there instead of build/
 #   KDTREE_CUDA_ARCHITECTURES="90"   build only these SMs (default: all five)
 #   CTEST_ARGS="-L cpu"              extra ctest arguments
 #   KDTREE_SANITIZE_HOST=1           then also scripts/sanitize_host.sh (host code
