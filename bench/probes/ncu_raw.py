@@ -69,7 +69,9 @@ def main(argv=None) -> int:
         return 0  # (a report: the probe goes on to its next version)
     print(f"{'metric':68s} " + " ".join(f"{n:>16s}" for n, _ in pages))
     keys = args.keys.split(",")
-    for like in [args.like] * bool(args.like) + [MEMORY_PATTERN] * args.memory:
+    for like in (args.like, MEMORY_PATTERN if args.memory else None):
+        if not like:
+            continue
         pattern = re.compile(like)
         keys += sorted({k for _, p in pages for k in p if pattern.search(k) and k not in keys})
     for key in keys:
