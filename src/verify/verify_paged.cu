@@ -13,6 +13,14 @@ namespace {
 constexpr size_t kAlign = 256;
 constexpr int kMaxAutoSplits = 64;
 constexpr int kMinTilesPerSplit = 4;
+// A lead plan's last split runs on the SMs the lead splits leave free, in
+// waves: each block of it costs its tiles plus about this many tiles' time
+// of once-per-block work (start and epilogue: 7-10 us on an H200, a tile
+// 1.7-1.9 us; docs/perf_notes.md, sessions 25 and 32) ...
+constexpr int64_t kLeadBlockTiles = 6;
+// ... and the plan is taken when it shortens the longest split by this many
+// tiles or more (a last split adds a part to the merge).
+constexpr int64_t kLeadMinGain = 2;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -51,10 +59,35 @@ size_t partial_lse_bytes(const kdtree_verify_paged_params& p, int splits) {
   return align_up(size_t(splits) * size_t(p.total_q) * size_t(p.num_heads) * sizeof(float));
 }
 
+// A lead plan for `blocks` (requests x row tiles) of `splits` auto splits,
+// when those leave SMs free: the longest splits hold max_tiles / splits
+// tiles, and the free SMs idle. Instead each block row keeps `splits` lead
+// splits of T tiles and adds a last split with the rest; the last splits,
+// numbered after every lead block, start on the free SMs and then on those
+// as each frees, `waves` of them in turn. T is the least with
+// waves x (max_tiles - splits T + kLeadBlockTiles) <= T, so they end before
+// the lead splits do. (The even spread of FlashMLA's scheduler without a
+// block running two requests' keys, which slowed the tile loop itself:
+// docs/perf_notes.md, sessions 28 and 32.)
+void plan_lead_splits(int64_t blocks, int64_t max_kv_len, int sm_count, Plan* plan) {
+  const int splits = plan->num_splits;
+  const int64_t free_sms = int64_t(sm_count) - blocks * splits;
+  if (free_sms <= 0 || splits + 1 > kMaxSplits) return;
+  const int64_t max_tiles = (max_kv_len + kSm90aKeys - 1) / kSm90aKeys;
+  const int64_t waves = (blocks + free_sms - 1) / free_sms;
+  const int64_t lead = ((max_tiles + kLeadBlockTiles) * waves + splits * waves) / (splits * waves + 1);
+  const int64_t even = (max_tiles + splits - 1) / splits;
+  if (lead * splits >= max_tiles || even - lead < kLeadMinGain) return;
+  plan->lead_splits = splits;
+  plan->lead_keys = lead * kSm90aKeys;
+  plan->num_splits = splits + 1;
+}
+
 }  // namespace
 
 // One wave: as many splits as keep batch x m_tiles x splits within the
-// resident blocks (kBlocksPerSm per SM), never splits shorter than a few tiles.
+// resident blocks (kBlocksPerSm per SM), never splits shorter than a few
+// tiles; on the sm_90a ping-pong kernel a lead plan where it is shorter.
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3);
   Plan plan;
@@ -68,6 +101,9 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
     const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * tile.blocks_per_sm / blocks);
     const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * tile.keys));
     plan.num_splits = static_cast<int>(std::min<int64_t>({by_sms, by_len, kMaxAutoSplits}));
+    if (use_sm90a(dev, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3) && sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
+      plan_lead_splits(blocks, p.max_kv_len, dev.sm_count, &plan);
+    }
   }
   plan.workspace_bytes =
       plan.num_splits > 1 ? partial_out_bytes(p, plan.num_splits) + partial_lse_bytes(p, plan.num_splits) : 0;
@@ -97,6 +133,8 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   a.num_heads = p.num_heads;
   a.max_q_len = p.max_q_len;
   a.num_splits = plan.num_splits;
+  a.lead_splits = plan.lead_splits;
+  a.lead_keys = plan.lead_keys;
   a.total_q = p.total_q;
   const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
   a.scale_log2 = p.sm_scale * 1.4426950408889634f * (fp8 ? p.kv_scale : 1.f);
@@ -133,7 +171,7 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
   if (use_sm90a(dev, fp8)) {
     const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
-    if (sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
+    if (plan.lead_splits > 0 || sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
       bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
     } else {
       bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);

@@ -6,10 +6,10 @@
 // longer start (both tiles of the first pair land before either warpgroup's
 // softmax; docs/perf_notes.md, session 11).
 //
-// Same grid, split plan, workspace and merge as the portable kernel
-// (verify_paged_kernel.cuh): block (m, s, b) takes query rows
-// [64m, 64m + 64) of request b (row = token * H + head) and the keys of split
-// s, 64 keys per tile. The split's tiles go in pairs: tile 2i to warpgroup 0
+// Same split plan, workspace and merge as the portable kernel
+// (verify_paged_kernel.cuh), or a lead plan (PagedArgs::lead_splits): block
+// (m, b, s) takes query rows [64m, 64m + 64) of request b (row = token * H +
+// head) and the keys of split s, 64 keys per tile. The split's tiles go in pairs: tile 2i to warpgroup 0
 // through KV stage 0, tile 2i + 1 to warpgroup 1 through stage 1. 384
 // threads, three roles:
 //   warpgroups 0 and 1 (scores; 216 registers each): each owns output dims
@@ -113,6 +113,19 @@ static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
 static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
 
+// Keys [begin, end) of split `split` of a request of num_keys keys:
+// split_range's, or under a lead plan a lead split's lead_keys or the last
+// split's rest.
+__device__ __forceinline__ void block_keys(const PagedArgs& a, int64_t num_keys, int split, int64_t* begin,
+                                           int64_t* end) {
+  const bool lead_plan = a.lead_splits != 0;
+  const int64_t chunk = lead_plan ? a.lead_keys : split_chunk(num_keys, a.num_splits, kKeys);
+  const int64_t b = chunk * split;
+  const int64_t e = lead_plan && split == a.lead_splits ? num_keys : b + chunk;
+  *begin = b < num_keys ? b : num_keys;
+  *end = e < num_keys ? e : num_keys;
+}
+
 template <class T>
 struct Sm90aBlock {
   const PagedArgs& a;
@@ -121,11 +134,12 @@ struct Sm90aBlock {
   int rows, row0;
   int64_t key_begin, key_end;
 
-  // The block's request, query rows and split keys (grid (m, split, b)).
+  // The block's request, query rows and split keys (grid (m, b, split):
+  // pingpong_grid).
   __device__ static Sm90aBlock make(const PagedArgs& a, unsigned char* smem, bool report) {
-    const Request req = load_request(a, blockIdx.z, report);
+    const Request req = load_request(a, blockIdx.y, report);
     Sm90aBlock blk{a, smem, req, req.q_len * a.num_heads, static_cast<int>(blockIdx.x) * kRows, 0, 0};
-    if (req.valid) split_range(req.num_keys, a.num_splits, blockIdx.y, kKeys, &blk.key_begin, &blk.key_end);
+    if (req.valid) block_keys(a, req.num_keys, blockIdx.z, &blk.key_begin, &blk.key_end);
     return blk;
   }
   // Whether the block has query rows to compute.
@@ -383,7 +397,7 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
   // (Not row_token: r is below the block's rows already.)
   const int token = (blk.row0 + r) / a.num_heads, h = blk.row0 + r - token * a.num_heads;
   const int64_t t = blk.req.q_start + token;
-  const int64_t elem = to_partials ? partial_state(a, blockIdx.y, t, h) * kLatentDim
+  const int64_t elem = to_partials ? partial_state(a, blockIdx.z, t, h) * kLatentDim
                                    : t * a.out_stride_token + h * a.out_stride_head;
   void* const base = to_partials ? a.partial_out : a.out;
   bulk_copy_to_global(static_cast<char*>(base) + (elem + 256 * wg) * kElem,
@@ -410,12 +424,12 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   if (!blk.live()) return;
   const Request& req = blk.req;
   const int num_tiles = blk.num_tiles();
-  const int split = blockIdx.y;
+  const int split = blockIdx.z;
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int warp_row0 = (threadIdx.x / 32 % 4) * 16;  // this warp's accumulator rows
   const auto row_token = [&](int half) { return blk.row_token(warp_row0 + g + 8 * half); };
   const uint32_t base = blk.base();
-  const uint8_t* const tail_mask = request_tail_mask(a, req, blockIdx.z);
+  const uint8_t* const tail_mask = request_tail_mask(a, req, blockIdx.y);
 
   // (Q's copies were issued before the role split, in the kernel.)
   if (kWg == 0 && threadIdx.x < 64) reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
@@ -876,7 +890,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   gather_warpgroup<T>(blk);
   // The request's flags (make's `report`), raised by one thread of its
   // first block once its gather is done: with the registers free.
-  if (threadIdx.x == kScoreThreads && blockIdx.x == 0 && blockIdx.y == 0) (void)load_request(a, blockIdx.z, true);
+  if (threadIdx.x == kScoreThreads && blockIdx.x == 0 && blockIdx.z == 0) (void)load_request(a, blockIdx.y, true);
 #endif
 }
 
@@ -895,12 +909,19 @@ auto pingpong_kernel_for(const PagedArgs& a) {
                           : verify_paged_sm90a_pingpong_kernel<T, false, kToOut>;
 }
 
+// (row tiles, requests, splits): the splits slowest, so that a lead plan's
+// last splits are the grid's last blocks (block_keys).
+inline dim3 pingpong_grid(const PagedArgs& a) {
+  const dim3 grid = grid_of(a);
+  return dim3(grid.x, grid.z, grid.y);
+}
+
 template <class T>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
-  pingpong_kernel_for<T>(a)<<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  pingpong_kernel_for<T>(a)<<<pingpong_grid(a), kThreads, kSmemBytes, stream>>>(a);
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
 #if KDTREE_SM90A_STAMPS
-  stamps::print_after_launch(grid_of(a), stream);
+  stamps::print_after_launch(pingpong_grid(a), stream);
 #endif
 }
 

@@ -160,6 +160,18 @@ int main() {
     s.out_dtype = KDTREE_DTYPE_F32;
     check_case(report, s, {0, 3, 128}, rng);
   }
+  // S3-like (two row tiles a request, 16 auto splits of 65 tiles on an H200's
+  // 132 SMs): the sm_90a ping-pong's lead plan, 16 lead splits of 63 tiles
+  // and a last split of the rest, on ragged lengths (the shorter requests
+  // leave lead splits and the last split empty); 16 splits evenly beside it.
+  {
+    PagedSpec s;
+    s.q_lens = {16, 16, 9, 16};
+    s.prefixes = scaled<std::vector<int64_t>>({65536, 40000, 65536, 100}, {8192, 5000, 8192, 100});
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_TREE_DENSE;
+    check_case(report, s, {0, 16}, rng);
+  }
   // SGLang graph padding: real requests followed by dummies (kv length 1,
   // slot 0, q_len 1, TAIL_FROM_EXTEND).
   {
