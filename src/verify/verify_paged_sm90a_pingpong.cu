@@ -9,9 +9,9 @@
 // Same split plan, workspace and merge as the portable kernel
 // (verify_paged_kernel.cuh), or a lead plan (PagedArgs::lead_splits): block
 // (m, b, s) takes query rows [64m, 64m + 64) of request b (row = token * H +
-// head) and the keys of split s, 64 keys per tile. The split's tiles go in pairs: tile 2i to warpgroup 0
-// through KV stage 0, tile 2i + 1 to warpgroup 1 through stage 1. 384
-// threads, three roles:
+// head) and the keys of split s, 64 keys per tile. The split's tiles go in
+// pairs: tile 2i to warpgroup 0 through KV stage 0, tile 2i + 1 to warpgroup
+// 1 through stage 1. 384 threads, three roles:
 //   warpgroups 0 and 1 (scores; 216 registers each): each owns output dims
 //     [256 w, 256 w + 256) of all 64 rows. Per pair, warpgroup w: S = Q K^T
 //     for its own tile (36 wgmma m64n64k16, Q and K from shared memory, in
