@@ -22,9 +22,8 @@ inline constexpr int kMaxSplits = 128;
 struct Plan {
   int num_splits = 1;          // resolved split-K factor (>= 1)
   size_t workspace_bytes = 0;  // partial states; 0 when num_splits == 1
-  // A lead plan (PagedArgs::lead_splits): num_splits - 1 lead splits of
-  // lead_keys keys and one last split, for the sm_90a ping-pong kernel.
-  int lead_splits = 0;
+  // A lead plan (PagedArgs::lead_keys; 0: none): num_splits - 1 lead splits
+  // of lead_keys keys and one last split, for the sm_90a ping-pong kernel.
   int64_t lead_keys = 0;
 };
 

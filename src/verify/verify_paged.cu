@@ -78,7 +78,6 @@ void plan_lead_splits(int64_t blocks, int64_t max_kv_len, int sm_count, Plan* pl
   const int64_t lead = ((max_tiles + kLeadBlockTiles) * waves + splits * waves) / (splits * waves + 1);
   const int64_t even = (max_tiles + splits - 1) / splits;
   if (lead * splits >= max_tiles || even - lead < kLeadMinGain) return;
-  plan->lead_splits = splits;
   plan->lead_keys = lead * kSm90aKeys;
   plan->num_splits = splits + 1;
 }
@@ -133,7 +132,6 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   a.num_heads = p.num_heads;
   a.max_q_len = p.max_q_len;
   a.num_splits = plan.num_splits;
-  a.lead_splits = plan.lead_splits;
   a.lead_keys = plan.lead_keys;
   a.total_q = p.total_q;
   const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
@@ -171,7 +169,7 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
   if (use_sm90a(dev, fp8)) {
     const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
-    if (plan.lead_splits > 0 || sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
+    if (plan.lead_keys > 0 || sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
       bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
     } else {
       bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);

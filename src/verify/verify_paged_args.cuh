@@ -25,12 +25,10 @@ struct PagedArgs {
   int32_t max_q_len;
   int32_t num_splits;
   // A lead plan (the sm_90a ping-pong kernel only; 0: every split alike, by
-  // split_range). Splits 0..lead_splits - 1 take lead_keys keys each of a
-  // request's first keys, split lead_splits (the last) the rest; the
-  // ping-pong's grid puts the splits slowest, so the last splits' blocks
-  // start last, on the SMs the lead splits leave free (verify_paged.cu,
-  // plan_lead_splits).
-  int32_t lead_splits;
+  // split_range). Splits 0..num_splits - 2 take lead_keys keys each of a
+  // request's first keys, the last split the rest; the ping-pong's grid puts
+  // the splits slowest, so the last splits' blocks start last, on the SMs the
+  // lead splits leave free (verify_paged.cu, plan_lead_splits).
   int64_t lead_keys;
   int64_t total_q;
   float scale_log2;  // sm_scale * log2(e) (* kv_scale for fp8): softmax runs in base 2

@@ -7,7 +7,7 @@
 // softmax; docs/perf_notes.md, session 11).
 //
 // Same split plan, workspace and merge as the portable kernel
-// (verify_paged_kernel.cuh), or a lead plan (PagedArgs::lead_splits): block
+// (verify_paged_kernel.cuh), or a lead plan (PagedArgs::lead_keys): block
 // (m, b, s) takes query rows [64m, 64m + 64) of request b (row = token * H +
 // head) and the keys of split s, 64 keys per tile. The split's tiles go in
 // pairs: tile 2i to warpgroup 0 through KV stage 0, tile 2i + 1 to warpgroup
@@ -118,10 +118,10 @@ static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
 // split's rest.
 __device__ __forceinline__ void block_keys(const PagedArgs& a, int64_t num_keys, int split, int64_t* begin,
                                            int64_t* end) {
-  const bool lead_plan = a.lead_splits != 0;
+  const bool lead_plan = a.lead_keys != 0;
   const int64_t chunk = lead_plan ? a.lead_keys : split_chunk(num_keys, a.num_splits, kKeys);
   const int64_t b = chunk * split;
-  const int64_t e = lead_plan && split == a.lead_splits ? num_keys : b + chunk;
+  const int64_t e = lead_plan && split == a.num_splits - 1 ? num_keys : b + chunk;
   *begin = b < num_keys ? b : num_keys;
   *end = e < num_keys ? e : num_keys;
 }
