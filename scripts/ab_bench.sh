@@ -11,7 +11,8 @@
 #   here:    scripts/ab_bench.sh export main=main pp=sm90a-pp-warp-arrive
 #            (git archive of each revision into .ab/<name>, with a COMMIT file)
 #   device:  scripts/ab_bench.sh run [--shapes S3,S5,S6] [--rounds 2]
-#                                    [--cmake "-DKDTREE_SM90A_SCHEDULE=PINGPONG"] main pp
+#                                    [--cmake "-DKDTREE_SM90A_SCHEDULE=PINGPONG"]
+#                                    [--bench-args "--contiguous-slots"] main pp
 #            (carry [".ab"]; prints bench.py's line per shape and round: each
 #            version's ms, efficiency and ok / FAIL; also $OUT/ab.txt; then
 #            scripts/ab_summary.py's means and changes by position against
@@ -83,7 +84,7 @@ build_trees() {
 run_trees() {
   local mode=$1
   shift
-  local shapes=S3,S5,S6 rounds=2 cmake_args=""
+  local shapes=S3,S5,S6 rounds=2 cmake_args="" bench_args=""
   local names=()
   while [ $# -gt 0 ]; do
     case $1 in
@@ -91,6 +92,8 @@ run_trees() {
         if [ "$1" = --shapes ]; then shapes=$2; else rounds=$2; fi
         shift 2 ;;
       --cmake) cmake_args=$2; shift 2 ;;
+      --bench-args) [ "$mode" = run ] || usage
+        bench_args=$2; shift 2 ;;
       -*) usage ;;
       *) names+=("$1"); shift ;;
     esac
@@ -116,8 +119,9 @@ run_trees() {
     local compare=()
     for k in "${order[@]:1}"; do compare+=(--compare-lib "$k=$PWD/build-ab-$k/libkdtree_kernels_c.so"); done
     echo "round $round: ours = ${order[0]} ($(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "?"))" | tee -a "$out/ab.txt"
+    # shellcheck disable=SC2086  # bench_args: several words on purpose
     KDTREE_KERNELS_LIB="$PWD/build-ab-${order[0]}/libkdtree_kernels_c.so" \
-      python3 bench/bench.py --peers none --quick --interleave --shapes "$shapes" "${compare[@]}" \
+      python3 bench/bench.py --peers none --quick --interleave --shapes "$shapes" "${compare[@]}" $bench_args \
               --commit "$(cat "$AB/${order[0]}/COMMIT" 2>/dev/null || echo "${order[0]}")" \
               > "$log" 2>&1 || true
     { echo "=============== round $round ==============="; cat "$log"; } >> "$out/bench.log"

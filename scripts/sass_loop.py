@@ -147,9 +147,10 @@ def renamed(text: str) -> str:
 
 
 def kernel_key(name: str) -> str:
-    """A kernel's mangled name from its own name on (its template arguments included),
-    without the anonymous namespace's part, which differs per tree."""
-    m = re.search(r"([A-Za-z_]+_kernel)(I.*)?$", name)
+    """A kernel's mangled name from its own name to the end of its template arguments,
+    without the anonymous namespace's part, which differs per tree, nor its parameter
+    types (a parameter added between two trees leaves the same kernel)."""
+    m = re.search(r"([A-Za-z_]+_kernel)(I.*?E)v", name) or re.search(r"([A-Za-z_]+_kernel)(I.*)?$", name)
     return m.group(0) if m else name
 
 

@@ -12,6 +12,7 @@
 # slot, WarpStateStats) largest first (bench/probes/ncu_raw.py). NCU_MEMORY=1
 # adds the memory sections and prints the L1 / L2 / DRAM traffic (sectors,
 # requests, hit rate, the L2 fabric between its two partitions).
+# NCU_BENCH_ARGS adds bench.py arguments (e.g. --contiguous-slots).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 shape=$1; shift
@@ -29,7 +30,8 @@ for name in "$@"; do
     ncu --section SpeedOfLight --section WarpStateStats --section SourceCounters "${memory_sections[@]}" \
         -k regex:pingpong_kernel -s 2 -c 1 \
         -f -o "/tmp/ncu-$name-$shape" \
-        python3 bench/bench.py --peers none --quick --shapes "$shape" > "$out/ncu-$name-$shape.log" 2>&1 || true
+        python3 bench/bench.py --peers none --quick --shapes "$shape" ${NCU_BENCH_ARGS:-} \
+        > "$out/ncu-$name-$shape.log" 2>&1 || true
   ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page raw > "$csv" 2>> "$out/ncu-$name-$shape.log" || true
   # (per SASS instruction, for scripts/ncu_regions.py or a look by address)
   ncu -i "/tmp/ncu-$name-$shape.ncu-rep" --csv --page source --print-source sass 2>> "$out/ncu-$name-$shape.log" |

@@ -164,16 +164,24 @@ void encodings_agree(Report& report, Rng& rng) {
   }
 }
 
+// Out-of-range slots, in a fragmented cache and (runs) among keys in
+// consecutive slots, long enough for the sm_90a ping-pong kernel.
 void out_of_range_slots(Report& report, Rng& rng) {
+  for (const bool runs : {false, true})
   for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
     PagedSpec s;
     s.q_lens = {4, 6};
-    s.prefixes = {100, 30};
+    s.prefixes = {runs ? 4000 : 100, 30};
     s.num_heads = 8;
     s.mask_kind = KDTREE_MASK_CAUSAL;
     s.index_dtype = index;
-    // Past the pool, negative, and (int64) far away: must never be dereferenced.
-    s.index_overrides = {{5, 100 + 37 + 104}, {104 + 3, -1}};
+    if (runs) s.slot_run = 4004;
+    // Past the pool (its 37 spare slots and up to 2 between runs), negative,
+    // and (int64) far away: must never be dereferenced. With runs, also a
+    // slot in the pool out of its run's order (a tile that is not contiguous).
+    const int64_t keys0 = s.prefixes[0] + s.q_lens[0];
+    s.index_overrides = {{5, keys0 + 137}, {keys0 + 3, -1}};
+    if (runs) s.index_overrides.push_back({2000, keys0 + 40});
     if (index == KDTREE_DTYPE_INT64) s.index_overrides.push_back({50, int64_t(1) << 40});
     PagedProblem problem(s, rng);
     PagedResult reference = problem.run_host();

@@ -172,6 +172,34 @@ int main() {
     s.mask_kind = KDTREE_MASK_TREE_DENSE;
     check_case(report, s, {0, 16}, rng);
   }
+  // Slots in ascending runs (a defragmented or page-allocated cache; the
+  // cases a gather by runs would take, docs/perf_notes.md session 33): runs
+  // of 1000 keys (tiles inside a run and across a run's end in every
+  // request), then whole requests in one run each, the last ending on the
+  // pool's last slot.
+  {
+    PagedSpec s;
+    s.q_lens = {16, 5, 16};
+    s.prefixes = scaled<std::vector<int64_t>>({8000, 4000, 6500}, {4000, 3200, 3500});
+    s.num_heads = 8;
+    s.mask_kind = KDTREE_MASK_TREE_DENSE;
+    s.slot_run = 1000;
+    check_case(report, s, {0, 1, 2}, rng);
+  }
+  {
+    PagedSpec s;
+    s.q_lens = {8, 16};
+    s.prefixes = scaled<std::vector<int64_t>>({5000, 3100}, {3200, 3100});
+    s.num_heads = 16;
+    s.mask_kind = KDTREE_MASK_SGLANG_FULL;
+    s.tail_source = KDTREE_TAIL_FROM_EXTEND;
+    s.index_dtype = KDTREE_DTYPE_INT64;
+    s.kv_dtype = s.q_dtype = KDTREE_DTYPE_F16;
+    s.out_dtype = KDTREE_DTYPE_F32;
+    s.slot_run = int64_t(1) << 40;
+    s.spare_slots = 0;
+    check_case(report, s, {0, 1}, rng);
+  }
   // SGLang graph padding: real requests followed by dummies (kv length 1,
   // slot 0, q_len 1, TAIL_FROM_EXTEND).
   {

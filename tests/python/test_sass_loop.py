@@ -38,11 +38,13 @@ def test_loop_range_runs_from_the_first_qk_to_the_last_p_v_wgmma():
     assert sass_loop.loop_range(["MOV", "EXIT"]) is None
 
 
-def test_kernel_key_drops_the_anonymous_namespace():
+def test_kernel_key_drops_the_anonymous_namespace_and_the_parameters():
     other = KERNEL.replace("38267fed", "f11264e0").replace("50abcf78", "0a368e9d")
     assert sass_loop.kernel_key(KERNEL) == sass_loop.kernel_key(other)
-    assert sass_loop.kernel_key(KERNEL).endswith("pingpong_kernelI6__halfLb0ELi1EEEvNS0_9PagedArgsE")
+    assert sass_loop.kernel_key(KERNEL).endswith("pingpong_kernelI6__halfLb0ELi1EEEv")
     assert sass_loop.kernel_key(KERNEL) != sass_loop.kernel_key(KERNEL.replace("Li1E", "Li2E"))
+    more = KERNEL.replace("NS0_9PagedArgsE", "NS0_9PagedArgsENS1_9KvRowsMapE")
+    assert sass_loop.kernel_key(KERNEL) == sass_loop.kernel_key(more)
 
 
 def test_loop_change_ignores_renumbering_and_counts_moves_and_edits():

@@ -74,13 +74,36 @@ void PagedProblem::generate(Rng& rng) {
   if (s.max_kv_len > 0) max_kv_len_ = s.max_kv_len;
   sm_scale_ = s.sm_scale > 0.0f ? s.sm_scale : 1.0f / std::sqrt(float(kDim)) * rng.uniform(0.5f, 2.0f);
 
-  // Slots: a random permutation of the pool; the unreferenced rest is NaN.
+  // Slots: a random permutation of the pool, or runs (PagedSpec::slot_run);
+  // the unreferenced rest is NaN.
   const int64_t used = kv_indptr_.back();
-  num_slots_ = s.num_slots > 0 ? s.num_slots : used + s.spare_slots;
-  std::vector<int64_t> perm(static_cast<size_t>(num_slots_));
-  std::iota(perm.begin(), perm.end(), int64_t(0));
-  for (int64_t k = 0; k < used; ++k) std::swap(perm[k], perm[k + rng.range(0, num_slots_ - 1 - k)]);
-  indices_.assign(perm.begin(), perm.begin() + used);
+  if (s.slot_run > 0) {
+    const int64_t runs = (used + s.slot_run - 1) / s.slot_run;
+    std::vector<int64_t> order(static_cast<size_t>(runs));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    for (int64_t k = runs - 1; k > 0; --k) std::swap(order[size_t(k)], order[size_t(rng.range(0, k))]);
+    std::vector<int64_t> run_start(static_cast<size_t>(runs));
+    int64_t next = 0;
+    for (int64_t run : order) {
+      next += rng.range(0, 2);
+      run_start[size_t(run)] = next;
+      next += std::min(s.slot_run, used - run * s.slot_run);
+    }
+    num_slots_ = s.num_slots > 0 ? s.num_slots : next + s.spare_slots;
+    if (num_slots_ < next) {
+      std::fprintf(stderr, "PagedSpec: num_slots %lld below the slot runs' %lld\n", static_cast<long long>(num_slots_),
+                   static_cast<long long>(next));
+      std::exit(1);
+    }
+    indices_.resize(size_t(used));
+    for (int64_t k = 0; k < used; ++k) indices_[size_t(k)] = run_start[size_t(k / s.slot_run)] + k % s.slot_run;
+  } else {
+    num_slots_ = s.num_slots > 0 ? s.num_slots : used + s.spare_slots;
+    std::vector<int64_t> perm(static_cast<size_t>(num_slots_));
+    std::iota(perm.begin(), perm.end(), int64_t(0));
+    for (int64_t k = 0; k < used; ++k) std::swap(perm[k], perm[k + rng.range(0, num_slots_ - 1 - k)]);
+    indices_.assign(perm.begin(), perm.begin() + used);
+  }
 
   const size_t kv_bytes = dtype_bytes(s.kv_dtype);
   kv_cache_.assign(size_t(num_slots_) * kDim * kv_bytes, 0);

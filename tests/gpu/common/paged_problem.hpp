@@ -42,6 +42,11 @@ struct PagedSpec {
   int out_pad_bytes = 0;
   int max_q_len = 0;           // 0: the largest q_len (at least 1)
   int64_t spare_slots = 37;    // unreferenced slots (NaN)
+  // 0: the referenced keys take a random permutation of the pool (a
+  // fragmented cache). N: they take ascending runs of N consecutive slots
+  // (a defragmented or page-allocated cache), the runs in random order with
+  // 0-2 unreferenced slots before each, then spare_slots after the last.
+  int64_t slot_run = 0;
   // Host fields pinned so that a refill keeps a captured graph's params
   // (0: derived from the lengths / drawn at random).
   int64_t num_slots = 0;       // >= referenced slots + 1
