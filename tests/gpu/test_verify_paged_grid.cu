@@ -175,8 +175,8 @@ int main() {
   // Slots in ascending runs (a defragmented or page-allocated cache; the
   // cases a gather by runs would take, docs/perf_notes.md session 33): runs
   // of 1000 keys (tiles inside a run and across a run's end in every
-  // request), then whole requests in one run each, the last ending on the
-  // pool's last slot.
+  // request), then all keys in one run, requests back to back, ending on
+  // the pool's last slot.
   {
     PagedSpec s;
     s.q_lens = {16, 5, 16};
