@@ -9,8 +9,8 @@
 # <FlashMLA source>: a checkout of github.com/deepseek-ai/FlashMLA with its
 # csrc/cutlass submodule (git clone --recursive), or a .tar.gz of one, made
 # where the internet is and carried to the GPU machine in .flashmla/ (ignored;
-# scripts/gpu_check.sh builds from .flashmla/FlashMLA-*.tar.gz, or unpacks a
-# package built earlier, .flashmla/flash_mla_pkg.tgz = tar -czf of
+# bench/carried_flashmla.sh builds from .flashmla/FlashMLA-*.tar.gz, or unpacks
+# a package built earlier, .flashmla/flash_mla_pkg.tgz = tar -czf of
 # <output dir>/flash_mla):
 #   tar -czf .flashmla/FlashMLA-<rev>.tar.gz -C <checkout> csrc flash_mla
 # (csrc/cutlass's include/ and tools/util/include/ are all it needs of CUTLASS).

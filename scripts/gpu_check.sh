@@ -250,24 +250,10 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
      [ -f "$portable_lib" ]; then
     bench_args=(--compare-lib "portable=$PWD/$portable_lib")
   fi
-  # FlashMLA as a peer (issue #8) where one is carried in .flashmla/: a package
-  # bench/build_flashmla.sh built on an earlier call (flash_mla_pkg.tgz), else a
-  # FlashMLA source tarball, built here (~1.5 min on 16 cores).
+  # FlashMLA as a peer (issue #8) where one is carried in .flashmla/.
   fm_dir=/tmp/kdtree_flashmla
-  rm -rf "$fm_dir"  # (none left from an earlier call on a warm machine)
-  flashmla_note="flashmla: none carried in .flashmla/ (bench/build_flashmla.sh): the peer does not run"
-  if [ -f .flashmla/flash_mla_pkg.tgz ]; then
-    mkdir -p "$fm_dir" && tar -xzf .flashmla/flash_mla_pkg.tgz -C "$fm_dir"
-    flashmla_note="flashmla: .flashmla/flash_mla_pkg.tgz did not unpack to $fm_dir/flash_mla"
-  elif compgen -G ".flashmla/FlashMLA-*.tar.gz" >/dev/null; then
-    bash bench/build_flashmla.sh "$(ls .flashmla/FlashMLA-*.tar.gz | tail -1)" "$fm_dir" \
-      > "$OUT/flashmla_build.log" 2>&1
-    flashmla_note="flashmla: bench/build_flashmla.sh failed (flashmla_build.log)"
-  fi
-  if [ -f "$fm_dir/flash_mla/cuda.so" ]; then
+  flashmla_note=$(bash bench/carried_flashmla.sh "$fm_dir" "$OUT/flashmla_build.log") &&
     bench_args+=(--site "$fm_dir")
-    flashmla_note="flashmla: $fm_dir/flash_mla (from .flashmla/, bench/build_flashmla.sh)"
-  fi
   PYTHONPATH=$PWD/bindings/python timeout 400 python3 bench/bench.py --markdown \
     --json "$OUT/bench.json" --plot "$OUT/bench.png" "${bench_args[@]}" ${BENCH_ARGS:-} \
     > "$OUT/bench.log" 2>&1

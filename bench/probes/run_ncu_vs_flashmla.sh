@@ -2,8 +2,8 @@
 # Ours against FlashMLA under Nsight Compute, one launch of each on one shape
 # (clocks locked, caches flushed: the figures say where a tile's time goes,
 # they are not the benchmark's): ours is this tree's build-gpu (built here,
-# sm_90 only), FlashMLA the package bench/build_flashmla.sh made, carried as
-# .flashmla/flash_mla_pkg.tgz.
+# sm_90 only), FlashMLA from .flashmla/ (bench/carried_flashmla.sh: the
+# package bench/build_flashmla.sh made, or a source tarball built here).
 #
 #   device (carry .flashmla .deb): bash bench/probes/run_ncu_vs_flashmla.sh S5
 #
@@ -19,7 +19,7 @@ out=${OUT:-$PWD/ncu-out}
 mkdir -p "$out"
 SANITIZE=0 CTEST=0 BENCH=0 bash scripts/gpu_check.sh > "$out/ncu-vs-build.log" 2>&1
 fm=/tmp/kdtree_flashmla
-mkdir -p "$fm" && tar -xzf .flashmla/flash_mla_pkg.tgz -C "$fm"
+bash bench/carried_flashmla.sh "$fm" "$out/flashmla_build.log"
 export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python
 memory_sections=() memory_keys=()
 if [ "${NCU_MEMORY:-0}" = 1 ]; then
