@@ -108,7 +108,8 @@ constexpr size_t kOffSums = kOffMax + 2 * kRows * 4;         // [2][64] f32: row
 constexpr size_t kOffWeights = kOffSums + 2 * kRows * 4;     // [64] f32: warpgroup 1's row weights (epilogue)
 constexpr size_t kOffBadKey = kOffWeights + kRows * 4;       // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBarriers = kOffBadKey + 2 * kKeys;      // full[2][2], free[2][2]
-constexpr size_t kLayoutBytes = kOffBarriers + (8 + kHands) * 8;
+constexpr size_t kOffMoved = kOffBarriers + (8 + kHands) * 8;  // [4] u8: warpgroup 1's warps moved a maximum
+constexpr size_t kLayoutBytes = kOffMoved + 4;
 static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
 static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
@@ -194,6 +195,20 @@ struct Sm90aBlock {
   __device__ float* row_sums(int wg) const { return reinterpret_cast<float*>(smem + kOffSums) + wg * kRows; }
   __device__ float* row_weights() const { return reinterpret_cast<float*>(smem + kOffWeights); }
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
+  // Byte w: whether warp w of warpgroup 1 moved a row's maximum past
+  // warpgroup 0's in this pair; read as one word, whether any row did.
+  // Written each pair before kMaxB, read after it; the next pair's write
+  // comes after kP0, which warpgroup 0 arrives on after its read.
+  __device__ uint8_t* rows_moved() const { return smem + kOffMoved; }
+  // (In asm: the plain load made ptxas spill 24 bytes in the kF32Rows kernels.)
+  __device__ bool any_row_moved() const {
+    uint32_t any;
+    asm volatile(
+        "{\n.reg .u32 w;\n.reg .pred p;\n"
+        "ld.shared.u32 w, [%1];\nsetp.ne.u32 p, w, 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(any) : "r"(base() + static_cast<uint32_t>(kOffMoved)) : "memory");
+    return any != 0;
+  }
   // Half 0 (dims 0..255) or 1 (dims 256..575) of a stage: landed / free.
   __device__ uint32_t kv_full(int stage, int half) const { return base() + kOffBarriers + (stage * 2 + half) * 8; }
   __device__ uint32_t kv_free(int stage, int half) const {
@@ -605,6 +620,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     if (kWg == 1) mbarrier_wait(blk.hand(kMaxA), pair & 1);
     uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
     float scale_old[2];
+    bool moved = false;  // (warpgroup 1) a row's maximum passed warpgroup 0's
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = warp_row0 + g + 8 * half;
@@ -616,8 +632,13 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       scale_old[half] = m_new != m_run[half] ? exp2_ftz(m_run[half] - m_ref) : 1.f;
       const float sum = exp_pack<T>(s, half, scale, m_ref, p_pack[half]);
       l_run[half] = l_run[half] * scale_old[half] + sum;
+      moved |= m_new != m_from;
       m_run[half] = m_new;
       if (c == 0) blk.row_max(kWg)[row] = m_new;
+    }
+    if (kWg == 1) {
+      const bool warp_moved = __any_sync(0xffffffffu, moved);
+      if (lane == 0) blk.rows_moved()[warp_row0 / 16] = warp_moved;
     }
     if (kWg == 0) {
       mbarrier_arrive(blk.hand(kMaxA));
@@ -719,6 +740,8 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
       mbarrier_wait(blk.hand(kMaxB), pair & 1);
       if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kPair0Maxima, stamps::clock());
+      // Whether any row moves is one word warpgroup 1 wrote before kMaxB:
+      // the branch is warpgroup-uniform, so the wait in it is every warp's.
       float factor[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -726,9 +749,8 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
         factor[half] = m_b != m_run[half] ? exp2_ftz(m_run[half] - m_b) : 1.f;  // m_b > m_run
         m_run[half] = m_b;
       }
-      wgmma_wait<0>();
-      mbarrier_arrive(blk.kv_free(0, 0));  // stage 0's low half: its last P V is done
-      if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) {  // warp-uniform branch
+      if (blk.any_row_moved()) {
+        wgmma_wait<0>();  // P and O change under the P V of this warpgroup's tile
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           w_fix[half] *= factor[half];
@@ -749,8 +771,12 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];  // (with kF32Rows)
       }
+      // Else P goes to warpgroup 1 while the P V that reads the same
+      // registers may still run (stmatrix reads them too; nothing writes them).
       store_p();
       mbarrier_arrive(blk.hand(kP0));
+      wgmma_wait<0>();
+      mbarrier_arrive(blk.kv_free(0, 0));  // stage 0's low half: its last P V is done
       mbarrier_wait(blk.hand(kP1), pair & 1);
       if (!has_odd) break;  // the last pair had no tile for warpgroup 1
       pv_other();
