@@ -25,7 +25,10 @@
 //     publishes its running maximum, warpgroup 1 takes the larger of it and
 //     its own tile's, and warpgroup 0 adopts that before it stores its P. So
 //     one warpgroup's softmax runs while the other's QK holds the tensor
-//     cores. P times a ones column (m64n8k16) beside warpgroup 1's P V
+//     cores. Warpgroup 0 hands its P over while its own P V may still read
+//     it, waiting for that P V first only when a row's maximum moved (P and
+//     O then change): warpgroup 1 flags that per warp beside its maxima, so
+//     the branch around the wait is warpgroup-uniform, as wgmma needs. P times a ones column (m64n8k16) beside warpgroup 1's P V
 //     gives the rows' weights: the tensor-core sum of the same rounded P,
 //     so all-ones values give exactly 1. Warpgroup 0 takes those weights in
 //     the epilogue, plus what its own O took differently (w_fix: its P
