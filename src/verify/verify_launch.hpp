@@ -17,6 +17,11 @@ namespace kdtree::verify {
 // the merge keeps one weight per split in shared memory.
 inline constexpr int kMaxSplits = 128;
 
+// The split kernel a call runs: the portable tiles (mma.sync + cp.async,
+// sm_80..sm_120 and fp8 KV), or on sm_90a the single-warpgroup wgmma kernel
+// (short splits) or the ping-pong kernel (long splits, lead plans).
+enum class PagedKernel { kTiles, kSm90a, kSm90aPingPong };
+
 // Host-only decisions for one call, a pure function of host fields and the
 // device's SM count (so workspace size and grid are capture-stable).
 struct Plan {
@@ -25,6 +30,7 @@ struct Plan {
   // A lead plan (PagedArgs::lead_keys; 0: none): num_splits - 1 lead splits
   // of lead_keys keys and one last split, for the sm_90a ping-pong kernel.
   int64_t lead_keys = 0;
+  PagedKernel kernel = PagedKernel::kTiles;
 };
 
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev);

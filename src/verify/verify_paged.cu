@@ -86,21 +86,27 @@ void plan_lead_splits(int64_t blocks, int64_t max_kv_len, int sm_count, Plan* pl
 
 // One wave: as many splits as keep batch x m_tiles x splits within the
 // resident blocks (kBlocksPerSm per SM), never splits shorter than a few
-// tiles; on the sm_90a ping-pong kernel a lead plan where it is shorter.
+// tiles; on sm_90a the ping-pong kernel for long splits, with a lead plan
+// where that is shorter (the kernel chosen before the lead plan adds its
+// last split).
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
-  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3);
+  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
+  const bool sm90a = use_sm90a(dev, fp8);
+  const TileShape tile =
+      sm90a ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config_for_device(dev.cc_major, dev.cc_minor, fp8));
+  const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
+  const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
   Plan plan;
   if (p.num_splits > 0) {
     plan.num_splits = p.num_splits;
   } else {
-    const TileShape tile =
-        use_sm90a(dev, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3) ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config);
-    const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
-    const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
     const int64_t by_sms = std::max<int64_t>(1, int64_t(dev.sm_count) * tile.blocks_per_sm / blocks);
     const int64_t by_len = std::max<int64_t>(1, p.max_kv_len / (int64_t(kMinTilesPerSplit) * tile.keys));
     plan.num_splits = static_cast<int>(std::min<int64_t>({by_sms, by_len, kMaxAutoSplits}));
-    if (use_sm90a(dev, p.kv_dtype == KDTREE_DTYPE_FP8_E4M3) && sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
+  }
+  if (sm90a) {
+    plan.kernel = sm90a_pingpong(p.max_kv_len, plan.num_splits) ? PagedKernel::kSm90aPingPong : PagedKernel::kSm90a;
+    if (p.num_splits == 0 && plan.kernel == PagedKernel::kSm90aPingPong) {
       plan_lead_splits(blocks, p.max_kv_len, dev.sm_count, &plan);
     }
   }
@@ -167,14 +173,12 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   }
 
   const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
-  if (use_sm90a(dev, fp8)) {
-    const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
-    if (plan.lead_keys > 0 || sm90a_pingpong(p.max_kv_len, plan.num_splits)) {
-      bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
-    } else {
-      bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
-    }
-  } else if (p.q_dtype == KDTREE_DTYPE_BF16) {
+  const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
+  if (plan.kernel == PagedKernel::kSm90aPingPong) {
+    bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
+  } else if (plan.kernel == PagedKernel::kSm90a) {
+    bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
+  } else if (bf16) {
     fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);
   } else {
     fp8 ? launch_tiles<__half, true>(a, config, stream) : launch_tiles<__half, false>(a, config, stream);
