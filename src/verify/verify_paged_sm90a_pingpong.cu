@@ -28,7 +28,8 @@
 //     cores. Warpgroup 0 hands its P over while its own P V may still read
 //     it, waiting for that P V first only when a row's maximum moved (P and
 //     O then change): warpgroup 1 flags that per warp beside its maxima, so
-//     the branch around the wait is warpgroup-uniform, as wgmma needs. P times a ones column (m64n8k16) beside warpgroup 1's P V
+//     the branch around the wait is warpgroup-uniform, as wgmma needs.
+//     P times a ones column (m64n8k16) beside warpgroup 1's P V
 //     gives the rows' weights: the tensor-core sum of the same rounded P,
 //     so all-ones values give exactly 1. Warpgroup 0 takes those weights in
 //     the epilogue, plus what its own O took differently (w_fix: its P
@@ -635,7 +636,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       scale_old[half] = m_new != m_run[half] ? exp2_ftz(m_run[half] - m_ref) : 1.f;
       const float sum = exp_pack<T>(s, half, scale, m_ref, p_pack[half]);
       l_run[half] = l_run[half] * scale_old[half] + sum;
-      moved |= m_new != m_from;
+      if (kWg == 1) moved |= m_new != m_from;
       m_run[half] = m_new;
       if (c == 0) blk.row_max(kWg)[row] = m_new;
     }
