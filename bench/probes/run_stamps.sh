@@ -7,6 +7,8 @@
 #   bash bench/probes/run_stamps.sh S8:9:single      (the single-warpgroup kernel)
 #   bash bench/probes/run_stamps.sh S1:63:merge S8:9:merge
 #                                   (the split merge of the same call, after the verify kernel)
+#   bash bench/probes/run_stamps.sh S5:248:pairs    (the ping-pong's steady pair: its hand-offs,
+#                                   each stage half from its free to the wait for its refill)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
@@ -24,8 +26,8 @@ for spec in "${@:-S1:63}"; do
   KDTREE_PROBE_STAMPS=30 timeout 120 python3 bench/bench.py --shapes "$shape" --peers none --quick \
     > "$log/$shape.log" 2>&1
   echo "== $shape: $(grep -m1 "^\[$shape\]" "$log/$shape.log" | cut -c1-90)"
-  if [ "$kernel" = merge ]; then
-    python3 bench/probes/stamps_summary.py "$log/$shape.log" --kernel merge
+  if [ "$kernel" = merge ] || [ "$kernel" = pairs ]; then
+    python3 bench/probes/stamps_summary.py "$log/$shape.log" --kernel "$kernel"
   else
     by_arrival=()
     [ "$kernel" = pingpong ] && by_arrival=(--by-arrival 5)

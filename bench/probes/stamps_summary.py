@@ -5,7 +5,7 @@ warpgroup 0's end (9), %clock64 at its entry (8) and at every other point. The
 SM clock's rate comes from each block's two pairs; every point is printed as the
 median, min and max over the blocks of the microseconds since the block's entry.
 
-    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single|merge] [--by-arrival K]
+    python3 bench/probes/stamps_summary.py LOG [--tiles N] [--kernel single|merge|pairs] [--by-arrival K]
 (--tiles: the blocks' tiles, for warpgroup 0's loop time per tile; --by-arrival:
 the ping-pong's blocks ranked by when warpgroup 0 passes the row sums' barrier,
 in K groups, with its epilogue's time after that barrier: the same code runs
@@ -14,7 +14,10 @@ single: the single-warpgroup kernel's points, verify_paged_sm90a.cu, which
 records a subset of the numbers with its own meaning; --kernel merge: the split
 merge's MSTAMP lines, verify_paged_merge.cu, and, when the log also has the
 same call's STAMP lines, its blocks' entry, wait and end after the verify
-kernel's last block end)
+kernel's last block end; --kernel pairs: the ping-pong's PSTAMP lines, one
+steady pair k and the next pair's waits and copies, in clocks after warpgroup
+0's QK of pair k is done, and per stage half the path from its free to the
+wait for its refill)
 """
 
 import argparse
@@ -78,6 +81,50 @@ MERGE_POINTS = [
     (15, "split parts added"),
     (4, "stores issued (end)"),
 ]
+# The ping-pong's steady-pair points (--kernel pairs; the PairPoint numbers of
+# verify_paged_sm90a_stamps.cuh), in clocks after PAIR_ORIGIN.
+PAIR_POINTS = [
+    (0, "wg0: QK of pair k done"),
+    (2, "wg0: maxima handed over (kMaxA)"),
+    (1, "wg1: QK of pair k done"),
+    (3, "wg1: past kMaxA"),
+    (4, "wg1: maxima handed over (kMaxB)"),
+    (5, "wg0: past kMaxB"),
+    (6, "wg0: P handed over (kP0)"),
+    (7, "wg0: own P V done, frees stage 0 low"),
+    (8, "wg1: P handed over (kP1)"),
+    (9, "wg1: past kP0"),
+    (10, "wg0: past kP1"),
+    (11, "wg1: own P V done, frees stage 1 high"),
+    (12, "wg1: other P V done, frees stage 0 high"),
+    (21, "wg0: other P V done, frees stage 1 low"),
+    (13, "gather: past stage 0 low's free"),
+    (14, "gather: stage 0 low's copies issued"),
+    (15, "gather: past stage 1 high's free"),
+    (16, "gather: stage 1 high's copies issued"),
+    (17, "gather: past stage 0 high's free"),
+    (18, "gather: stage 0 high's copies issued"),
+    (19, "gather: past stage 1 low's free"),
+    (20, "gather: stage 1 low's copies issued"),
+    (22, "wg0: at pair k+1's stage 0 low wait"),
+    (23, "wg0: past pair k+1's stage 0 low wait"),
+    (24, "wg0: at pair k+1's stage 0 high wait"),
+    (25, "wg0: past pair k+1's stage 0 high wait"),
+    (26, "wg1: at pair k+1's stage 1 high wait"),
+    (27, "wg1: past pair k+1's stage 1 high wait"),
+    (28, "wg1: at pair k+1's stage 1 low wait"),
+    (29, "wg1: past pair k+1's stage 1 low wait"),
+]
+PAIR_ORIGIN = 0
+# Per stage half: its free, the gather past that free, its copies issued, the
+# refill's reader at its wait, and past that wait (PairPoint numbers).
+PAIR_HALVES = [
+    ("stage 0 low (wg0's first)", 7, 13, 14, 22, 23),
+    ("stage 1 high (wg1's first)", 11, 15, 16, 26, 27),
+    ("stage 0 high (wg0's second)", 12, 17, 18, 24, 25),
+    ("stage 1 low (wg1's second)", 21, 19, 20, 28, 29),
+]
+
 WG0_LOOP_END, WG0_EPILOGUE_END, WG1_LOOP_END, WG1_EPILOGUE_END, GATHER_END = 3, 4, 5, 6, 7
 WG0_FIRST_HALF = 2
 WG0_SUMS_PASSED = 30
@@ -174,6 +221,25 @@ def epilogue_by_arrival(rows: List[List[int]], groups: int = 5) -> List[tuple]:
     return [(part[0][0], part[-1][0], stats([e for _, e in part])) for part in parts if part]
 
 
+def summarize_pairs(rows: List[List[int]], pair_rows: List[List[int]]) -> Dict[str, object]:
+    """The blocks that recorded every pair point in this launch (each value at or after the
+    block's entry clock, from its STAMP row): per point [median, min, max] in clocks after
+    PAIR_ORIGIN, and per stage half the medians of free -> gather past it -> copies issued,
+    free -> the reader at its wait, and that wait."""
+    used = [(r, p) for r, p in zip(rows, pair_rows)
+            if all(p[point] >= r[ENTRY_CLOCK] for point, _ in PAIR_POINTS)]
+    out: Dict[str, object] = {"blocks": len(used), "points": {}, "halves": []}
+    if not used:
+        return out
+    for point, name in PAIR_POINTS:
+        out["points"][name] = stats([p[point] - p[PAIR_ORIGIN] for _, p in used])
+    for name, free, woke, issued, at, past in PAIR_HALVES:
+        med = lambda a, b: statistics.median(p[b] - p[a] for _, p in used)
+        out["halves"].append((name, med(free, woke), med(woke, issued), med(free, at), med(at, past),
+                              med(free, past)))
+    return out
+
+
 def print_points(points: Dict[str, Optional[List[float]]], prefix: str = "") -> None:
     for name, values in points.items():
         if values is None:
@@ -187,7 +253,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log")
     ap.add_argument("--tiles", type=int, default=0)
-    ap.add_argument("--kernel", choices=["pingpong", "single", "merge"], default="pingpong")
+    ap.add_argument("--kernel", choices=["pingpong", "single", "merge", "pairs"], default="pingpong")
     ap.add_argument("--by-arrival", type=int, default=0, metavar="K",
                     help="the ping-pong's epilogue after the row sums' barrier by arrival, in K groups")
     args = ap.parse_args()
@@ -199,6 +265,8 @@ def main() -> int:
     if not rows:
         print(f"{args.log}: no STAMP lines (a build with -DKDTREE_SM90A_STAMPS=ON and KDTREE_PROBE_STAMPS=n?)")
         return 1
+    if args.kernel == "pairs":
+        return print_pairs(args.log, rows, parse(lines, "PSTAMP"))
     s = summarize(rows, args.tiles, args.kernel)
     print(f"{s['blocks']} blocks, SM clock {s['ghz']:.3f} GHz; kernel span (first entry to last block's end) "
           f"{s['span_us']:.1f} us; us after each block's entry:")
@@ -209,6 +277,22 @@ def main() -> int:
         print("  wg0's epilogue after the row sums' barrier, blocks by when they pass it:")
         for first, last, (med, lo, hi) in epilogue_by_arrival(rows, args.by_arrival):
             print(f"    arriving {first:7.2f}-{last:7.2f} us: median {med:6.2f}  min {lo:6.2f}  max {hi:6.2f}")
+    return 0
+
+
+def print_pairs(log: str, rows: List[List[int]], pair_rows: List[List[int]]) -> int:
+    s = summarize_pairs(rows, pair_rows)
+    if not s["blocks"]:
+        print(f"{log}: no block recorded every pair point (the ping-pong kernel, blocks of at least "
+              "2 (k + 2) tiles?)")
+        return 1
+    print(f"steady pair: {s['blocks']} blocks; clocks after warpgroup 0's QK of pair k is done:")
+    for name, (med, lo, hi) in sorted(s["points"].items(), key=lambda item: item[1][0]):
+        print(f"  {name:46s} median {med:7.0f}  min {lo:7.0f}  max {hi:7.0f}")
+    print("  per stage half, medians in clocks: free -> gather past it, -> copies issued; "
+          "free -> reader at its wait; the wait; free -> past it")
+    for name, woke, issue, slack, wait, total in s["halves"]:
+        print(f"    {name:28s} {woke:6.0f} {issue:6.0f}   {slack:6.0f}   {wait:6.0f}   {total:6.0f}")
     return 0
 
 

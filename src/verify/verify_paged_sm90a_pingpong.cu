@@ -319,24 +319,33 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
   for (int pair = 0; 2 * pair < num_tiles; ++pair) {
     const bool has_odd = 2 * pair + 1 < num_tiles;
     const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
-    if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
-    copy_half(even, 0, 0, true);
-    // (Stamps of pairs 0 and 1: a probe build only.)
+    // (Stamps of pairs 0 and 1, and of the steady pair's copies: a probe build only.)
     const bool stamped = gtid == 0 && pair < 2;
+    const bool pair_stamped = gtid == 0 && pair == stamps::kStampPair + 1;
+    if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
+    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast00);
+    copy_half(even, 0, 0, true);
     if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kFirstCopy : stamps::kPair1Copy1, stamps::clock());
+    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied00);
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
       if (stamped && pair == 1) KDTREE_STAMP(stamps::kPair1Copy2Free, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast11);
       copy_half(odd, 1, 1, true);
       if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy2 : stamps::kPair1Copy2, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied11);
     }
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
+    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast01);
     copy_half(even, 0, 1, false);
     if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy3, stamps::clock());
+    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied01);
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast10);
       copy_half(odd, 1, 0, false);
       if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy4, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied10);
     }
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
@@ -516,13 +525,17 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       }
       wgmma_commit();
     };
+    // (Stamps of pair 0 and of the steady pair's next: a probe build only.)
+    const bool next_stamped = threadIdx.x % kGroup == 0 && pair == stamps::kStampPair + 1;
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0AtFirstHalf : stamps::kWg1AtFirstHalf, stamps::clock());
     }
+    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0AtFirst : stamps::kWg1AtFirst);
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0FirstHalf : stamps::kWg1FirstHalf, stamps::clock());
     }
+    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0PastFirst : stamps::kWg1PastFirst);
     fence_proxy_async_acquire_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     if (kWg == 0) {
       qk_blocks(0, kLowBlocks, true);
@@ -534,6 +547,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // (FlashMLA's order): once it is done, stage 1's low half is free.
       wgmma_wait<1>();
       mbarrier_arrive(blk.kv_free(1, 0));
+      if (next_stamped) KDTREE_PAIR_STAMP(stamps::kWg0Free10);
     }
 
     // The visible keys of this thread's 32 scores, on tiles that need a
@@ -582,7 +596,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       }
     }
 
+    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0AtSecond : stamps::kWg1AtSecond);
     mbarrier_wait(blk.kv_full(kWg, 1 - kWg), parity);
+    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0PastSecond : stamps::kWg1PastSecond);
     fence_proxy_async_acquire_smem();
     if (kWg == 0) {
       qk_blocks(kLowBlocks, kDimBlocks, false);
@@ -590,6 +606,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       qk_blocks(0, kLowBlocks, false);
     }
     wgmma_wait<0>();
+    if (threadIdx.x % kGroup == 0 && pair == stamps::kStampPair) {
+      KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0QkDone : stamps::kWg1QkDone);
+    }
   };
 
   if (kWg == 0 && num_tiles > 0) score_tile(0, std::false_type{});
@@ -621,7 +640,10 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     if (kWg == 1 && pair == 0 && threadIdx.x == kGroup) {
       KDTREE_STAMP(stamps::kWg1Pair0Scores, stamps::clock());  // (score_tile waited for its wgmmas)
     }
+    // (Stamps of the steady pair: a probe build only.)
+    const bool pair_stamped = threadIdx.x % kGroup == 0 && pair == stamps::kStampPair;
     if (kWg == 1) mbarrier_wait(blk.hand(kMaxA), pair & 1);
+    if (kWg == 1 && pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1PastMaxA);
     uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
     float scale_old[2];
     bool moved = false;  // (warpgroup 1) a row's maximum passed warpgroup 0's
@@ -647,8 +669,10 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     if (kWg == 0) {
       mbarrier_arrive(blk.hand(kMaxA));
       if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0MaxAHanded, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0MaxA);
     } else {
       mbarrier_arrive(blk.hand(kMaxB));
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1MaxB);
     }
     if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
 #pragma unroll
@@ -744,6 +768,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
       mbarrier_wait(blk.hand(kMaxB), pair & 1);
       if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kPair0Maxima, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0PastMaxB);
       // Whether any row moves is one word warpgroup 1 wrote before kMaxB:
       // the branch is warpgroup-uniform, so the wait in it is every warp's.
       float factor[2];
@@ -779,9 +804,12 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // registers may still run (stmatrix reads them too; nothing writes them).
       store_p();
       mbarrier_arrive(blk.hand(kP0));
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0P0);
       wgmma_wait<0>();
       mbarrier_arrive(blk.kv_free(0, 0));  // stage 0's low half: its last P V is done
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0Free00);
       mbarrier_wait(blk.hand(kP1), pair & 1);
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0PastP1);
       if (!has_odd) break;  // the last pair had no tile for warpgroup 1
       pv_other();
       if (2 * pair + 2 < num_tiles) {
@@ -796,14 +824,18 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
         store_p();
       }
       mbarrier_arrive(blk.hand(kP1));
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1P1);
       mbarrier_wait(blk.hand(kP0), pair & 1);
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1PastP0);
       pv_other();
       if (mine) {
         wgmma_wait<1>();
         mbarrier_arrive(blk.kv_free(1, 1));  // stage 1's high half
+        if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1Free11);
       }
       wgmma_wait<0>();
       mbarrier_arrive(blk.kv_free(0, 1));  // stage 0's high half
+      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1Free01);
     }
   }
   wgmma_wait<0>();

@@ -65,8 +65,46 @@ enum MergePoint : int {
   kMergeSummed = 14,         // this thread's splits summed
   kMergePartsAdded = 15,     // the split parts added (the barrier before passed)
 };
+// The ping-pong kernel's points of one steady pair, k = kStampPair, and of
+// the next pair's waits and copies (PSTAMP lines, another array; thread 0 of
+// each role; stamps_summary.py --kernel pairs). Where a stage half's time goes
+// from its free to the wait for its refill (docs/perf_notes.md, session 35).
+constexpr int kStampPair = 8;  // blocks of fewer than 2 (k + 2) tiles record a part
+enum PairPoint : int {
+  kWg0QkDone = 0,        // warpgroup 0's QK of pair k done (its scores in registers)
+  kWg1QkDone,            // warpgroup 1's
+  kWg0MaxA,              // warpgroup 0 hands its maxima over (kMaxA)
+  kWg1PastMaxA,          // warpgroup 1 has them
+  kWg1MaxB,              // warpgroup 1 hands its maxima over (kMaxB)
+  kWg0PastMaxB,          // warpgroup 0 has them
+  kWg0P0,                // warpgroup 0's P handed over (kP0)
+  kWg0Free00,            // warpgroup 0's own P V done: stage 0's low half free
+  kWg1P1,                // warpgroup 1's P handed over (kP1)
+  kWg1PastP0,            // warpgroup 1 has warpgroup 0's P
+  kWg0PastP1,            // warpgroup 0 has warpgroup 1's P
+  kWg1Free11,            // warpgroup 1's own P V done: stage 1's high half free
+  kWg1Free01,            // its other P V done: stage 0's high half free
+  kGatherPast00,         // the gather past stage 0's low half free (pair k + 1's copies)
+  kGatherCopied00,       // ... its copies issued
+  kGatherPast11,
+  kGatherCopied11,
+  kGatherPast01,
+  kGatherCopied01,
+  kGatherPast10,
+  kGatherCopied10,
+  kWg0Free10,            // warpgroup 0's other P V done: stage 1's low half free
+  kWg0AtFirst,           // warpgroup 0 at pair k + 1's first half wait (stage 0 low)
+  kWg0PastFirst,
+  kWg0AtSecond,          // ... its second (stage 0 high)
+  kWg0PastSecond,
+  kWg1AtFirst,           // warpgroup 1 at pair k + 1's first half wait (stage 1 high)
+  kWg1PastFirst,
+  kWg1AtSecond,          // ... its second (stage 1 low)
+  kWg1PastSecond,
+  kPairPoints = 32       // (two unused: a PSTAMP line prints 32 values too)
+};
 constexpr unsigned kMaxBlocks = 4096;  // blocks past it record nothing
-static_assert(kPoints == 32, "a STAMP line prints 32 values");
+static_assert(kPoints == 32 && kPairPoints == 32, "a STAMP or PSTAMP line prints 32 values");
 
 }  // namespace kdtree::verify::stamps
 
@@ -78,6 +116,7 @@ namespace kdtree::verify::stamps {
 namespace {
 
 __device__ unsigned long long g_stamps[kMaxBlocks * kPoints];
+__device__ unsigned long long g_pair_stamps[kMaxBlocks * kPairPoints];
 
 __device__ __forceinline__ unsigned long long clock() {
   unsigned long long c;
@@ -95,22 +134,36 @@ __device__ __forceinline__ unsigned long long global_time() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+__device__ __forceinline__ unsigned block_number() {
+  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
 __device__ __forceinline__ void record(int point, unsigned long long value) {
-  const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned b = block_number();
   if (b < kMaxBlocks) g_stamps[b * kPoints + point] = value;
 }
+__device__ __forceinline__ void record_pair(int point, unsigned long long value) {
+  const unsigned b = block_number();
+  if (b < kMaxBlocks) g_pair_stamps[b * kPairPoints + point] = value;
+}
 
-__global__ void print_stamps_kernel(unsigned blocks, bool merge) {
+// One line per block: `tag`, the block, its 32 values.
+__device__ void print_rows(const char* tag, const unsigned long long* rows, unsigned blocks) {
   // Two printf calls for one line: device printf takes at most 32 arguments
   // after the format, and a line has 33 (one printf lost point 31).
   for (unsigned b = 0; b < blocks && b < kMaxBlocks; ++b) {
-    const unsigned long long* v = g_stamps + b * kPoints;
-    printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-           merge ? "MSTAMP" : "STAMP", b, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
-           v[12], v[13], v[14], v[15]);
+    const unsigned long long* v = rows + b * kPoints;
+    printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", tag, b, v[0],
+           v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]);
     printf(" %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", v[16], v[17], v[18],
            v[19], v[20], v[21], v[22], v[23], v[24], v[25], v[26], v[27], v[28], v[29], v[30], v[31]);
   }
+}
+
+// The verify kernels' STAMP and (ping-pong only; zeros elsewhere) PSTAMP
+// lines, or the merge's MSTAMP lines.
+__global__ void print_stamps_kernel(unsigned blocks, bool merge) {
+  print_rows(merge ? "MSTAMP" : "STAMP", g_stamps, blocks);
+  if (!merge) print_rows("PSTAMP", g_pair_stamps, blocks);
 }
 
 // After each launch of the unit's kernel: the launch numbered
@@ -128,6 +181,8 @@ inline void print_after_launch(dim3 grid, cudaStream_t stream, bool merge = fals
 }  // namespace kdtree::verify::stamps
 
 #define KDTREE_STAMP(point, value) ::kdtree::verify::stamps::record(point, value)
+#define KDTREE_PAIR_STAMP(point) ::kdtree::verify::stamps::record_pair(point, ::kdtree::verify::stamps::clock())
 #else
 #define KDTREE_STAMP(point, value) ((void)0)
+#define KDTREE_PAIR_STAMP(point) ((void)0)
 #endif

@@ -131,3 +131,44 @@ def test_epilogue_by_arrival_ranks_blocks_by_the_row_sums_barrier():
     assert (first1, last1) == pytest.approx((101.0, 102.0), abs=1e-3)
     assert epi0 == pytest.approx([7.0, 4.0, 10.0], abs=1e-3)
     assert epi1 == pytest.approx([3.0, 3.0, 3.0], abs=1e-3)
+
+
+def pair_line(block, origin, offsets, stale=()):
+    """A PSTAMP line: each pair point at `origin` + its offset in `offsets` (clocks; a point
+    not named there at origin + 10 * its number); points in `stale` hold an earlier launch's value."""
+    v = [origin + offsets.get(p, 10 * p) for p in range(stamps_summary.NUM_POINTS)]
+    for p in stale:
+        v[p] = 5
+    return "PSTAMP %d %s\n" % (block, " ".join(map(str, v)))
+
+
+def test_pairs_clocks_after_the_origin_and_each_half_from_its_free():
+    """--kernel pairs: points in clocks after warpgroup 0's QK of pair k; per stage half the
+    gather's wake and issue after its free, the reader's slack and wait; a block with a value
+    from before its entry (an earlier launch) is left out."""
+    # Stage 0 low: freed at 700, the gather past it at 760, copies issued at 900, warpgroup 0
+    # at its wait at 1,500 and past it at 1,800.
+    low = {7: 700, 13: 760, 14: 900, 22: 1500, 23: 1800}
+    lines = [block_line(0, 1_000_000), block_line(1, 1_000_500), block_line(2, 1_001_000),
+             pair_line(0, 200_000, low), pair_line(1, 300_000, {**low, 23: 1600}),
+             pair_line(2, 400_000, low, stale=(9,))]
+    rows, pair_rows = stamps_summary.parse(lines), stamps_summary.parse(lines, "PSTAMP")
+    assert len(pair_rows) == 3
+    s = stamps_summary.summarize_pairs(rows, pair_rows)
+    assert s["blocks"] == 2
+    assert s["points"]["wg0: QK of pair k done"] == [0, 0, 0]
+    assert s["points"]["wg0: past pair k+1's stage 0 low wait"] == [1700, 1600, 1800]  # blocks 0 and 1
+    assert s["points"]["wg1: past kP0"][0] == 90  # point 9 at its default offset
+    name, woke, issue, slack, wait, total = s["halves"][0]
+    assert name.startswith("stage 0 low")
+    assert (woke, issue, slack, wait, total) == (60, 140, 800, 200, 1000)
+
+
+def test_pairs_without_a_full_block_says_so(tmp_path, capsys, monkeypatch):
+    """Blocks too short for the steady pair (or the single-warpgroup kernel's zeros): a plain
+    message and exit status 1, not an empty table."""
+    log = tmp_path / "S8.log"
+    log.write_text(block_line(0, 1_000_000) + pair_line(0, 200_000, {}, stale=(23,)))
+    monkeypatch.setattr("sys.argv", ["stamps_summary.py", str(log), "--kernel", "pairs"])
+    assert stamps_summary.main() == 1
+    assert "no block recorded every pair point" in capsys.readouterr().out
