@@ -113,7 +113,12 @@ constexpr size_t kOffWeights = kOffSums + 2 * kRows * 4;     // [64] f32: warpgr
 constexpr size_t kOffBadKey = kOffWeights + kRows * 4;       // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBarriers = kOffBadKey + 2 * kKeys;      // full[2][2], free[2][2]
 constexpr size_t kOffMoved = kOffBarriers + (8 + kHands) * 8;  // [4] u8: warpgroup 1's warps moved a maximum
+#if KDTREE_SM90A_STAMPS
+constexpr size_t kOffPairStamps = kOffMoved + 4;  // [32] u32: the steady pair's clocks (a probe build)
+constexpr size_t kLayoutBytes = kOffPairStamps + 4 * stamps::kPairPoints;
+#else
 constexpr size_t kLayoutBytes = kOffMoved + 4;
+#endif
 static_assert(kOffBarriers % 8 == 0, "mbarriers are 8-byte aligned");
 constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
 static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
@@ -219,6 +224,9 @@ struct Sm90aBlock {
     return base() + kOffBarriers + (4 + stage * 2 + half) * 8;
   }
   __device__ uint32_t hand(Hand h) const { return base() + kOffBarriers + (8 + h) * 8; }
+#if KDTREE_SM90A_STAMPS
+  __device__ uint32_t pair_stamps() const { return base() + kOffPairStamps; }
+#endif
 };
 
 // ---------------------------------------------------------------------------
@@ -323,29 +331,29 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
     const bool stamped = gtid == 0 && pair < 2;
     const bool pair_stamped = gtid == 0 && pair == stamps::kStampPair + 1;
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
-    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast00);
+    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast00);
     copy_half(even, 0, 0, true);
     if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kFirstCopy : stamps::kPair1Copy1, stamps::clock());
-    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied00);
+    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied00);
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
       if (stamped && pair == 1) KDTREE_STAMP(stamps::kPair1Copy2Free, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast11);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast11);
       copy_half(odd, 1, 1, true);
       if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy2 : stamps::kPair1Copy2, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied11);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied11);
     }
     if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
-    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast01);
+    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast01);
     copy_half(even, 0, 1, false);
     if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy3, stamps::clock());
-    if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied01);
+    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied01);
     if (has_odd) {
       if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherPast10);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast10);
       copy_half(odd, 1, 0, false);
       if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy4, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kGatherCopied10);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied10);
     }
     // The next pair's rows (from the ids loaded a pair ago) and the slot ids
     // of the pair after it.
@@ -354,6 +362,7 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
   }
   allow_dependent_launch();
   if (gtid == 0) KDTREE_STAMP(stamps::kGatherEnd, stamps::clock());
+  if (gtid == 0) KDTREE_PAIR_FLUSH(blk.pair_stamps(), stamps::kGatherPairPoints);
 }
 
 // ---------------------------------------------------------------------------
@@ -530,12 +539,12 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0AtFirstHalf : stamps::kWg1AtFirstHalf, stamps::clock());
     }
-    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0AtFirst : stamps::kWg1AtFirst);
+    if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0AtFirst : stamps::kWg1AtFirst);
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0FirstHalf : stamps::kWg1FirstHalf, stamps::clock());
     }
-    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0PastFirst : stamps::kWg1PastFirst);
+    if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0PastFirst : stamps::kWg1PastFirst);
     fence_proxy_async_acquire_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     if (kWg == 0) {
       qk_blocks(0, kLowBlocks, true);
@@ -547,7 +556,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // (FlashMLA's order): once it is done, stage 1's low half is free.
       wgmma_wait<1>();
       mbarrier_arrive(blk.kv_free(1, 0));
-      if (next_stamped) KDTREE_PAIR_STAMP(stamps::kWg0Free10);
+      if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0Free10);
     }
 
     // The visible keys of this thread's 32 scores, on tiles that need a
@@ -596,9 +605,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       }
     }
 
-    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0AtSecond : stamps::kWg1AtSecond);
+    if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0AtSecond : stamps::kWg1AtSecond);
     mbarrier_wait(blk.kv_full(kWg, 1 - kWg), parity);
-    if (next_stamped) KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0PastSecond : stamps::kWg1PastSecond);
+    if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0PastSecond : stamps::kWg1PastSecond);
     fence_proxy_async_acquire_smem();
     if (kWg == 0) {
       qk_blocks(kLowBlocks, kDimBlocks, false);
@@ -607,7 +616,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     }
     wgmma_wait<0>();
     if (threadIdx.x % kGroup == 0 && pair == stamps::kStampPair) {
-      KDTREE_PAIR_STAMP(kWg == 0 ? stamps::kWg0QkDone : stamps::kWg1QkDone);
+      KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0QkDone : stamps::kWg1QkDone);
     }
   };
 
@@ -643,7 +652,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     // (Stamps of the steady pair: a probe build only.)
     const bool pair_stamped = threadIdx.x % kGroup == 0 && pair == stamps::kStampPair;
     if (kWg == 1) mbarrier_wait(blk.hand(kMaxA), pair & 1);
-    if (kWg == 1 && pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1PastMaxA);
+    if (kWg == 1 && pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1PastMaxA);
     uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
     float scale_old[2];
     bool moved = false;  // (warpgroup 1) a row's maximum passed warpgroup 0's
@@ -669,10 +678,10 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     if (kWg == 0) {
       mbarrier_arrive(blk.hand(kMaxA));
       if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0MaxAHanded, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0MaxA);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0MaxA);
     } else {
       mbarrier_arrive(blk.hand(kMaxB));
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1MaxB);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1MaxB);
     }
     if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
 #pragma unroll
@@ -768,7 +777,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // Warpgroup 1's maximum is the pair's: P and O move to it (rarely).
       mbarrier_wait(blk.hand(kMaxB), pair & 1);
       if (pair == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kPair0Maxima, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0PastMaxB);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0PastMaxB);
       // Whether any row moves is one word warpgroup 1 wrote before kMaxB:
       // the branch is warpgroup-uniform, so the wait in it is every warp's.
       float factor[2];
@@ -804,12 +813,12 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // registers may still run (stmatrix reads them too; nothing writes them).
       store_p();
       mbarrier_arrive(blk.hand(kP0));
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0P0);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0P0);
       wgmma_wait<0>();
       mbarrier_arrive(blk.kv_free(0, 0));  // stage 0's low half: its last P V is done
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0Free00);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0Free00);
       mbarrier_wait(blk.hand(kP1), pair & 1);
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg0PastP1);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0PastP1);
       if (!has_odd) break;  // the last pair had no tile for warpgroup 1
       pv_other();
       if (2 * pair + 2 < num_tiles) {
@@ -824,22 +833,25 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
         store_p();
       }
       mbarrier_arrive(blk.hand(kP1));
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1P1);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1P1);
       mbarrier_wait(blk.hand(kP0), pair & 1);
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1PastP0);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1PastP0);
       pv_other();
       if (mine) {
         wgmma_wait<1>();
         mbarrier_arrive(blk.kv_free(1, 1));  // stage 1's high half
-        if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1Free11);
+        if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1Free11);
       }
       wgmma_wait<0>();
       mbarrier_arrive(blk.kv_free(0, 1));  // stage 0's high half
-      if (pair_stamped) KDTREE_PAIR_STAMP(stamps::kWg1Free01);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1Free01);
     }
   }
   wgmma_wait<0>();
   if (threadIdx.x % kGroup == 0) KDTREE_STAMP(kWg == 0 ? stamps::kWg0LoopEnd : stamps::kWg1LoopEnd, stamps::clock());
+  if (threadIdx.x % kGroup == 0) {
+    KDTREE_PAIR_FLUSH(blk.pair_stamps(), kWg == 0 ? stamps::kWg0PairPoints : stamps::kWg1PairPoints);
+  }
 
   // The split merge, if any, may now be scheduled (it waits for this grid).
   allow_dependent_launch();
@@ -916,6 +928,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
       mbarrier_init(blk.hand(h), h == kQReady || h == kSums ? 2 * kGroup : kGroup);
     }
     mbarrier_init_fence();
+#if KDTREE_SM90A_STAMPS
+    if (threadIdx.x < stamps::kPairPoints) {  // the steady pair's words: none recorded yet
+      asm volatile("st.shared.u32 [%0], 0;" ::"r"(blk.pair_stamps() + 4 * threadIdx.x) : "memory");
+    }
+#endif
   }
   __syncthreads();  // barriers initialised
   if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());

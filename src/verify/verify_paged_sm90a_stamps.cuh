@@ -66,9 +66,11 @@ enum MergePoint : int {
   kMergePartsAdded = 15,     // the split parts added (the barrier before passed)
 };
 // The ping-pong kernel's points of one steady pair, k = kStampPair, and of
-// the next pair's waits and copies (PSTAMP lines, another array; thread 0 of
-// each role; stamps_summary.py --kernel pairs). Where a stage half's time goes
-// from its free to the wait for its refill (docs/perf_notes.md, session 35).
+// the next pair's waits and copies (PSTAMP lines; thread 0 of each role;
+// stamps_summary.py --kernel pairs). Where a stage half's time goes from its
+// free to the wait for its refill (docs/perf_notes.md, session 35). They are
+// kept in shared memory until the role's loop ends: a global store in the
+// loop would hold up warpgroup 0's proxy fence (a MEMBAR) before kP0.
 constexpr int kStampPair = 8;  // blocks of fewer than 2 (k + 2) tiles record a part
 enum PairPoint : int {
   kWg0QkDone = 0,        // warpgroup 0's QK of pair k done (its scores in registers)
@@ -103,6 +105,18 @@ enum PairPoint : int {
   kWg1PastSecond,
   kPairPoints = 32       // (two unused: a PSTAMP line prints 32 values too)
 };
+// Each role's points (bit p: point p), which that role's thread copies out.
+constexpr uint32_t kWg0PairPoints = 1u << kWg0QkDone | 1u << kWg0MaxA | 1u << kWg0PastMaxB | 1u << kWg0P0 |
+                                    1u << kWg0Free00 | 1u << kWg0PastP1 | 1u << kWg0Free10 | 1u << kWg0AtFirst |
+                                    1u << kWg0PastFirst | 1u << kWg0AtSecond | 1u << kWg0PastSecond;
+constexpr uint32_t kWg1PairPoints = 1u << kWg1QkDone | 1u << kWg1PastMaxA | 1u << kWg1MaxB | 1u << kWg1P1 |
+                                    1u << kWg1PastP0 | 1u << kWg1Free11 | 1u << kWg1Free01 | 1u << kWg1AtFirst |
+                                    1u << kWg1PastFirst | 1u << kWg1AtSecond | 1u << kWg1PastSecond;
+constexpr uint32_t kGatherPairPoints = ((1u << (kGatherCopied10 + 1)) - 1) & ~((1u << kGatherPast00) - 1);
+static_assert((kWg0PairPoints & kWg1PairPoints) == 0 && (kWg0PairPoints & kGatherPairPoints) == 0 &&
+                  (kWg1PairPoints & kGatherPairPoints) == 0 &&
+                  (kWg0PairPoints | kWg1PairPoints | kGatherPairPoints) == (1u << (kWg1PastSecond + 1)) - 1,
+              "each pair point belongs to one role");
 constexpr unsigned kMaxBlocks = 4096;  // blocks past it record nothing
 static_assert(kPoints == 32 && kPairPoints == 32, "a STAMP or PSTAMP line prints 32 values");
 
@@ -141,9 +155,25 @@ __device__ __forceinline__ void record(int point, unsigned long long value) {
   const unsigned b = block_number();
   if (b < kMaxBlocks) g_stamps[b * kPoints + point] = value;
 }
-__device__ __forceinline__ void record_pair(int point, unsigned long long value) {
+// A steady-pair point: the clock's low 32 bits to word `point` of the
+// kernel's [kPairPoints] u32 at shared address `words` (zeroed at entry).
+__device__ __forceinline__ void record_pair(uint32_t words, int point) {
+  const uint32_t lo = static_cast<uint32_t>(clock());
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(words + 4 * point), "r"(lo) : "memory");
+}
+// The points in `mask` to g_pair_stamps, widened to 64 bits from the block's
+// entry clock (a word still 0 was not recorded: 0, before any entry).
+__device__ __forceinline__ void flush_pair(uint32_t words, uint32_t mask) {
   const unsigned b = block_number();
-  if (b < kMaxBlocks) g_pair_stamps[b * kPairPoints + point] = value;
+  if (b >= kMaxBlocks) return;
+  const unsigned long long entry = g_stamps[b * kPoints + kEntryClock];
+  for (int p = 0; p < kPairPoints; ++p) {
+    if (!((mask >> p) & 1)) continue;
+    uint32_t lo;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(lo) : "r"(words + 4 * p) : "memory");
+    g_pair_stamps[b * kPairPoints + p] =
+        lo == 0 ? 0 : entry + static_cast<uint32_t>(lo - static_cast<uint32_t>(entry));
+  }
 }
 
 // One line per block: `tag`, the block, its 32 values.
@@ -181,8 +211,10 @@ inline void print_after_launch(dim3 grid, cudaStream_t stream, bool merge = fals
 }  // namespace kdtree::verify::stamps
 
 #define KDTREE_STAMP(point, value) ::kdtree::verify::stamps::record(point, value)
-#define KDTREE_PAIR_STAMP(point) ::kdtree::verify::stamps::record_pair(point, ::kdtree::verify::stamps::clock())
+#define KDTREE_PAIR_STAMP(words, point) ::kdtree::verify::stamps::record_pair(words, point)
+#define KDTREE_PAIR_FLUSH(words, mask) ::kdtree::verify::stamps::flush_pair(words, mask)
 #else
 #define KDTREE_STAMP(point, value) ((void)0)
-#define KDTREE_PAIR_STAMP(point) ((void)0)
+#define KDTREE_PAIR_STAMP(words, point) ((void)0)
+#define KDTREE_PAIR_FLUSH(words, mask) ((void)0)
 #endif
