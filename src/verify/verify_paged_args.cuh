@@ -133,14 +133,21 @@ KDTREE_HOST_DEVICE constexpr int64_t split_chunk(int64_t num_keys, int num_split
   return ((num_keys + num_splits - 1) / num_splits + granule - 1) / granule * granule;
 }
 
+// Keys [begin, end) of split `split` of a request of num_keys keys when each
+// split takes `chunk` keys (the last one all the rest with last_takes_rest),
+// clamped to the request.
+__device__ __forceinline__ void chunk_range(int64_t num_keys, int64_t chunk, bool last_takes_rest, int num_splits,
+                                            int split, int64_t* begin, int64_t* end) {
+  const int64_t b = chunk * split;
+  const int64_t e = last_takes_rest && split == num_splits - 1 ? num_keys : b + chunk;
+  *begin = b < num_keys ? b : num_keys;
+  *end = e < num_keys ? e : num_keys;
+}
+
 // Keys [begin, end) of split `split` of a request (split_chunk keys each).
 __device__ __forceinline__ void split_range(int64_t num_keys, int num_splits, int split, int granule,
                                             int64_t* begin, int64_t* end) {
-  const int64_t chunk = split_chunk(num_keys, num_splits, granule);
-  const int64_t b = chunk * split;
-  *begin = b < num_keys ? b : num_keys;
-  const int64_t e = b + chunk;
-  *end = e < num_keys ? e : num_keys;
+  chunk_range(num_keys, split_chunk(num_keys, num_splits, granule), false, num_splits, split, begin, end);
 }
 
 // Query row r (token * H + head) of the request, for the block's Q tile

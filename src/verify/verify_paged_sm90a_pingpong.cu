@@ -130,10 +130,7 @@ __device__ __forceinline__ void block_keys(const PagedArgs& a, int64_t num_keys,
                                            int64_t* end) {
   const bool lead_plan = a.lead_keys != 0;
   const int64_t chunk = lead_plan ? a.lead_keys : split_chunk(num_keys, a.num_splits, kKeys);
-  const int64_t b = chunk * split;
-  const int64_t e = lead_plan && split == a.num_splits - 1 ? num_keys : b + chunk;
-  *begin = b < num_keys ? b : num_keys;
-  *end = e < num_keys ? e : num_keys;
+  chunk_range(num_keys, chunk, lead_plan, a.num_splits, split, begin, end);
 }
 
 template <class T>
