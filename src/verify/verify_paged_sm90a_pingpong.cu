@@ -925,11 +925,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
       mbarrier_init(blk.hand(h), h == kQReady || h == kSums ? 2 * kGroup : kGroup);
     }
     mbarrier_init_fence();
-#if KDTREE_SM90A_STAMPS
-    if (threadIdx.x < stamps::kPairPoints) {  // the steady pair's words: none recorded yet
-      asm volatile("st.shared.u32 [%0], 0;" ::"r"(blk.pair_stamps() + 4 * threadIdx.x) : "memory");
-    }
-#endif
+    KDTREE_PAIR_CLEAR(blk.pair_stamps());  // (a probe build: the steady pair's words)
   }
   __syncthreads();  // barriers initialised
   if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());

@@ -155,6 +155,11 @@ __device__ __forceinline__ void record(int point, unsigned long long value) {
   const unsigned b = block_number();
   if (b < kMaxBlocks) g_stamps[b * kPoints + point] = value;
 }
+// The steady pair's words at shared address `words` set to 0 (not
+// recorded), by the block's first kPairPoints threads before its barrier.
+__device__ __forceinline__ void clear_pair(uint32_t words) {
+  if (threadIdx.x < kPairPoints) asm volatile("st.shared.u32 [%0], 0;" ::"r"(words + 4 * threadIdx.x) : "memory");
+}
 // A steady-pair point: the clock's low 32 bits to word `point` of the
 // kernel's [kPairPoints] u32 at shared address `words` (zeroed at entry).
 __device__ __forceinline__ void record_pair(uint32_t words, int point) {
@@ -211,10 +216,12 @@ inline void print_after_launch(dim3 grid, cudaStream_t stream, bool merge = fals
 }  // namespace kdtree::verify::stamps
 
 #define KDTREE_STAMP(point, value) ::kdtree::verify::stamps::record(point, value)
+#define KDTREE_PAIR_CLEAR(words) ::kdtree::verify::stamps::clear_pair(words)
 #define KDTREE_PAIR_STAMP(words, point) ::kdtree::verify::stamps::record_pair(words, point)
 #define KDTREE_PAIR_FLUSH(words, mask) ::kdtree::verify::stamps::flush_pair(words, mask)
 #else
 #define KDTREE_STAMP(point, value) ((void)0)
+#define KDTREE_PAIR_CLEAR(words) ((void)0)
 #define KDTREE_PAIR_STAMP(words, point) ((void)0)
 #define KDTREE_PAIR_FLUSH(words, mask) ((void)0)
 #endif
