@@ -12,10 +12,11 @@
 // head) and the keys of split s, 64 keys per tile. The split's tiles go in
 // pairs: tile 2i to warpgroup 0 through KV stage 0, tile 2i + 1 to warpgroup
 // 1 through stage 1. 384 threads, three roles:
-//   warpgroups 0 and 1 (scores; 216 registers each): each owns output dims
+//   warpgroups 0 and 1 (scores; 232 and 208 registers): each owns output dims
 //     [256 w, 256 w + 256) of all 64 rows. Per pair, warpgroup w: S = Q K^T
 //     for its own tile (36 wgmma m64n64k16, Q and K from shared memory, in
-//     the order the gather lands the stage's halves), the mask on tiles with
+//     the order the gather lands the stage's halves; warpgroup 0 holds Q's
+//     rope block in registers for its last four), the mask on tiles with
 //     tail keys, a split end or a flagged slot (found per query token by
 //     warp ballots), the online softmax with the portable kernel's lazy
 //     rescale, then O += P V for its own tile with P from registers (4
@@ -43,7 +44,7 @@
 //     Warpgroup 0 issues the next pair's QK right behind its P V of the
 //     other tile and frees stage 1's low half when that P V is done (wait for
 //     the older wgmma group only), as FlashMLA's sm_90 kernels order them.
-//   warpgroup 2 (gather; 72 registers): the KV rows by slot id with cp.async
+//   warpgroup 2 (gather; 64 registers): the KV rows by slot id with cp.async
 //     (8 threads per key, 16 bytes each, L2 fetching 128-byte lines), each
 //     stage in two halves (dims 0..255, the values warpgroup 0 reads; dims
 //     256..575) with their own full / free mbarriers, so a half is refilled
@@ -78,10 +79,16 @@ using namespace sm90a;
 [[maybe_unused]] constexpr int kScoreThreads = 2 * kGroup;   // warpgroups 0 and 1
 constexpr int kThreads = 3 * kGroup;        // + the gather warpgroup
 [[maybe_unused]] constexpr int kLowBlocks = 4;               // a stage's low half: dims 0..255
-// setmaxnreg: 2 x 216 + 72 = 3 x 168, the launch's 384 threads x 168, no
-// spills (224 / 224 / 56 spills in the gather warpgroup).
-[[maybe_unused]] constexpr int kScoreRegs = 216;
-[[maybe_unused]] constexpr int kGatherRegs = 72;
+// setmaxnreg: 232 + 208 + 64 = 3 x 168, the launch's 384 threads x 168, no
+// spills. Warpgroup 0's extra 16 hold Q's rope block (the A operand of its
+// QK's last four k-steps: 8 KB less read from shared memory per tile of the
+// critical warpgroup's path, S1-S7 -0.9..-1.8%; the same budgets without it
+// -0.0..-0.3%; docs/perf_notes.md, session 36). 224 / 216 / 64,
+// 232 / 216 / 56 and 240 / 200 / 64 spill.
+[[maybe_unused]] constexpr int kWg0Regs = 232;
+[[maybe_unused]] constexpr int kWg1Regs = 208;
+[[maybe_unused]] constexpr int kGatherRegs = 64;
+static_assert(kWg0Regs + kWg1Regs + kGatherRegs == 3 * 168, "the launch's registers, redistributed");
 
 // The score warpgroups' hand-offs, as mbarriers (after the stages' full[2][2]
 // and free[2][2]); the first four complete a phase per pair, arrived by the
@@ -503,6 +510,17 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   mbarrier_arrive(blk.hand(kQReady));
   mbarrier_wait(blk.hand(kQReady), 0);  // Q in shared memory
   if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
+  // Warpgroup 0: Q's rope block as its QK's A fragments, k-step ks from
+  // chunks 2ks, 2ks + 1 of each row (ldmatrix lane L: row L % 8 of matrix
+  // L / 8, as store_p's layout below). Q stays in shared memory for warpgroup 1.
+  uint32_t q_rope[4][4];
+  if constexpr (kWg == 0) {
+    const int m = lane / 8, r = lane % 8;
+    const uint32_t addr = base + kOffQ + (kDimBlocks - 1) * kBlockBytes + (warp_row0 + 8 * (m % 2) + r) * 128 +
+                          (((m / 2) ^ r) << 4);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) ldmatrix_x4(q_rope[ks], addr ^ (ks << 5));
+  }
 
   // ---- S = Q K^T for this warpgroup's tile of a pair, half by half as they
   // land (warpgroup 0's stage low half first, warpgroup 1's high half first:
@@ -526,7 +544,11 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
           // (Warpgroup 1's 64-bit adds already compile to in-place increments.)
           const uint64_t qd = kWg == 0 ? wgmma_desc_advance(q_desc, step) : q_desc + step;
           const uint64_t kd = kWg == 0 ? wgmma_desc_advance(k_desc, step) : k_desc + step;
-          wgmma_m64n64k16<T, 0>(s, qd, kd, !(first && db == b0 && ks == 0));
+          if (kWg == 0 && db == kDimBlocks - 1) {
+            wgmma_m64n64k16_rs<T, 0>(s, q_rope[ks], kd, !(first && db == b0 && ks == 0));
+          } else {
+            wgmma_m64n64k16<T, 0>(s, qd, kd, !(first && db == b0 && ks == 0));
+          }
         }
       }
       wgmma_commit();
@@ -948,11 +970,12 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
   // (The score warpgroups' branch returns, so that ptxas lays the gather's
   // code out right after this prologue.)
   if (wg < 2) {
-    warpgroup_regs_inc<kScoreRegs>();
-    if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
     if (wg == 0) {
+      warpgroup_regs_inc<kWg0Regs>();
+      if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
       score_warpgroup<T, 0, kF32Rows, kRoute>(blk);
     } else {
+      warpgroup_regs_inc<kWg1Regs>();
       score_warpgroup<T, 1, kF32Rows, kRoute>(blk);
     }
     return;
