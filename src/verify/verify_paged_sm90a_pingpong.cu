@@ -510,14 +510,22 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   mbarrier_arrive(blk.hand(kQReady));
   mbarrier_wait(blk.hand(kQReady), 0);  // Q in shared memory
   if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
-  // Warpgroup 0: Q's rope block as its QK's A fragments, k-step ks from
-  // chunks 2ks, 2ks + 1 of each row (ldmatrix lane L: row L % 8 of matrix
-  // L / 8, as store_p's layout below). Q stays in shared memory for warpgroup 1.
+  // An A fragment of this warp's 16 rows in a [64 rows][64 dims] column block
+  // at `block` (the 128-byte swizzle), for ldmatrix / stmatrix .x4: lane L
+  // names row L % 8 of matrix m = L / 8 (rows + 8 (m % 2), 8-dim chunk
+  // 2q + m / 2), whose 16 bytes sit at chunk (2q + m / 2) ^ r of the row. This
+  // is the lane's address for q = 0; call q's is it ^ 32q (one address live
+  // across the calls: a row starts 128-byte aligned, so chunk (c0 ^ 2q) of it
+  // is chunk c0's address ^ 32q).
+  const auto lane_block_addr = [&](uint32_t block) {
+    const int m = lane / 8, r = lane % 8;
+    return block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
+  };
+  // Warpgroup 0: Q's rope block as its QK's A fragments, k-step ks from call
+  // ks. Q stays in shared memory for warpgroup 1.
   uint32_t q_rope[4][4];
   if constexpr (kWg == 0) {
-    const int m = lane / 8, r = lane % 8;
-    const uint32_t addr = base + kOffQ + (kDimBlocks - 1) * kBlockBytes + (warp_row0 + 8 * (m % 2) + r) * 128 +
-                          (((m / 2) ^ r) << 4);
+    const uint32_t addr = lane_block_addr(base + kOffQ + (kDimBlocks - 1) * kBlockBytes);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) ldmatrix_x4(q_rope[ks], addr ^ (ks << 5));
   }
@@ -728,19 +736,11 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     // 2q + m / 2), whose 16 bytes sit at chunk (key block ^ row) of the row
     // (the 128-byte swizzle).
     // verify_paged_sm90a_tile.cuh's store_p, in the form that keeps one
-    // address live: that function's four addresses made ptxas spill one here,
-    // and giving it this form moves the single-warpgroup kernel's SASS
-    // (~4,700 lines, not measured).
-    // This lane's address for call q = 0 in the P block at `p_block`; call
-    // q's is it ^ 32q (one address live across the loop: a row starts
-    // 128-byte aligned, so chunk (c0 ^ 2q) of it is chunk c0's address ^ 32q).
-    const auto p_lane_addr = [&](uint32_t p_block) {
-      // Key block j = 2q + m / 2 goes to chunk j ^ r = (m / 2 ^ r) ^ 2q.
-      const int m = lane / 8, r = lane % 8;
-      return p_block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
-    };
+    // address live (lane_block_addr): that function's four addresses made
+    // ptxas spill one here, and giving it this form moves the
+    // single-warpgroup kernel's SASS (~4,700 lines, not measured).
     const auto store_p = [&]() {
-      const uint32_t chunk0_addr = p_lane_addr(p_own);
+      const uint32_t chunk0_addr = lane_block_addr(p_own);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
@@ -779,7 +779,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       // ldmatrix call q yields k-step q's A fragment as store_p's call q
       // stored it: the registers go to the wgmma as they come.
       uint32_t pa[kKeys / 16][4];
-      const uint32_t chunk0_addr = p_lane_addr(p_other_addr);
+      const uint32_t chunk0_addr = lane_block_addr(p_other_addr);
 #pragma unroll
       for (int q = 0; q < kKeys / 16; ++q) ldmatrix_x4(pa[q], chunk0_addr ^ (q << 5));
       wgmma_fence();
