@@ -731,13 +731,10 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       wgmma_commit();
     };
     // P to shared memory for the other warpgroup, four 8 x 8 blocks per
-    // stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves;
-    // lane L names row L % 8 of block m = L / 8 (half m % 2, key block
-    // 2q + m / 2), whose 16 bytes sit at chunk (key block ^ row) of the row
-    // (the 128-byte swizzle).
-    // verify_paged_sm90a_tile.cuh's store_p, in the form that keeps one
-    // address live (lane_block_addr): that function's four addresses made
-    // ptxas spill one here, and giving it this form moves the
+    // stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves,
+    // at lane_block_addr's addresses. verify_paged_sm90a_tile.cuh's store_p
+    // in the form that keeps one address live: that function's four
+    // addresses made ptxas spill one here, and giving it this form moves the
     // single-warpgroup kernel's SASS (~4,700 lines, not measured).
     const auto store_p = [&]() {
       const uint32_t chunk0_addr = lane_block_addr(p_own);
