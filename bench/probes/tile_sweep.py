@@ -13,6 +13,13 @@ leaves L2 as the call before left it.
     python3 bench/probes/tile_sweep.py --family 64,16,8 --splits 1 \
         --prefixes 3072,4096,6144,8192,12288
 
+--peer flashmla times FlashMLA (bench/peers.py's peer; --site names where its
+package is) on the same inputs in one interleaved loop with ours, and fits its
+line over its own CTA's tiles: its metadata gives each of its sm parts an
+even share of the batch's 64-key tiles, so for a family whose splits match
+its parts (B = 1: 33 for 1,16,16 and 8 for 1,16,64 on 132 SMs) both lines
+compare the tile rate and the fixed cost of one block against one CTA.
+
 The library is --lib, else $KDTREE_KERNELS_LIB, else build-gpu/ or build/.
 """
 
@@ -51,10 +58,14 @@ def main() -> int:
     ap.add_argument("--splits", type=int, required=True, help="num_splits passed to every call")
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--lib", default=None)
+    ap.add_argument("--peer", choices=["flashmla"], default=None,
+                    help="also time this peer, interleaved with ours, and fit its line")
+    ap.add_argument("--site", action="append", default=[], help="extra import path for the peer")
     ap.add_argument("--warm", action="store_true",
                     help="no L2 flush between calls (the code and metadata stay in L2)")
     args = ap.parse_args()
 
+    sys.path[1:1] = [os.path.abspath(p) for p in args.site]
     import torch
 
     from bench import find_library
@@ -69,23 +80,40 @@ def main() -> int:
     timer = Timer(dev)
     blocks = batch * math.ceil(q_len * heads / ROWS_PER_BLOCK) * args.splits
     print(f"family B={batch} H={heads} q={q_len}, num_splits {args.splits}: {blocks} blocks; {lib.path}")
-    xs, ys = [], []
+    if args.peer:
+        from peers import FlashMLAPeer
+    xs, ys, peer_xs, peer_ys = [], [], [], []
     for prefix in (int(p) for p in args.prefixes.split(",")):
         case = build_case(Shape(f"P{prefix}", batch, heads, q_len, prefix, "sweep"))
         inp = make_input_set(case, 0, dev)
         run = OursRunner(lib, inp, args.splits)
         run.bind_workspace(torch.empty(max(run.workspace_bytes, 16), dtype=torch.uint8, device=dev))
-        ms = median(timer.warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))
         tiles = tiles_per_block(prefix, q_len, args.splits)
+        line = f"  prefix {prefix:7d}: {tiles:4d} tiles per block"
+        if args.peer:
+            peer = FlashMLAPeer(inp)
+            ours_ms, peer_ms = (median(t) for t in timer.cold_ms_interleaved([run, peer], args.iters))
+            # FlashMLA's sm parts: SMs / (KV heads x 64-row blocks of q_len x H)
+            parts = torch.cuda.get_device_properties(dev).multi_processor_count // math.ceil(
+                q_len * heads / ROWS_PER_BLOCK)
+            peer_tiles = batch * math.ceil((prefix + q_len) / KEYS_PER_TILE) / max(1, parts)
+            peer_xs.append(peer_tiles)
+            peer_ys.append(peer_ms * 1e3)
+            line += f", {ours_ms:.4f} ms; {args.peer}: {peer_tiles:.1f} tiles per CTA ({parts} parts), {peer_ms:.4f} ms"
+            del peer
+        else:
+            ours_ms = median(timer.warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))
+            line += f", {ours_ms:.4f} ms"
         xs.append(tiles)
-        ys.append(ms * 1e3)
-        print(f"  prefix {prefix:7d}: {tiles:4d} tiles per block, {ms:.4f} ms")
+        ys.append(ours_ms * 1e3)
+        print(line)
         del run, inp
         torch.cuda.empty_cache()
-    if len(xs) >= 2:
-        fixed, per_tile, worst = fit(xs, ys)
-        print(f"  fit: {fixed:.1f} us fixed + {per_tile:.3f} us per tile per block "
-              f"(largest residual {worst:.1f} us)")
+    for name, px, py, unit in (("ours", xs, ys, "block"), (args.peer, peer_xs, peer_ys, "CTA")):
+        if len(px) >= 2:
+            fixed, per_tile, worst = fit(px, py)
+            print(f"  {name} fit: {fixed:.1f} us fixed + {per_tile:.3f} us per tile per {unit} "
+                  f"(largest residual {worst:.1f} us)")
     return 0
 
 
