@@ -44,6 +44,17 @@ def tiles_per_block(prefix: int, q_len: int, splits: int) -> int:
     return math.ceil(math.ceil((prefix + q_len) / splits) / KEYS_PER_TILE)
 
 
+def flashmla_parts(heads: int, q_len: int, sm_count: int) -> int:
+    """FlashMLA's sm parts per 64-row block (its metadata's num_sm_parts with
+    one KV head): the SMs over the row blocks of q_len x H query rows."""
+    return max(1, sm_count // math.ceil(q_len * heads / ROWS_PER_BLOCK))
+
+
+def flashmla_tiles_per_cta(batch: int, heads: int, q_len: int, prefix: int, sm_count: int) -> float:
+    """One FlashMLA CTA's even share of the batch's 64-key tiles."""
+    return batch * math.ceil((prefix + q_len) / KEYS_PER_TILE) / flashmla_parts(heads, q_len, sm_count)
+
+
 def fit(xs, ys):
     """Least squares y = a + b x; returns (a, b, largest |residual|)."""
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
@@ -93,10 +104,9 @@ def main() -> int:
         if args.peer:
             peer = FlashMLAPeer(inp)
             ours_ms, peer_ms = (median(t) for t in timer.cold_ms_interleaved([run, peer], args.iters))
-            # FlashMLA's sm parts: SMs / (KV heads x 64-row blocks of q_len x H)
-            parts = torch.cuda.get_device_properties(dev).multi_processor_count // math.ceil(
-                q_len * heads / ROWS_PER_BLOCK)
-            peer_tiles = batch * math.ceil((prefix + q_len) / KEYS_PER_TILE) / max(1, parts)
+            sms = torch.cuda.get_device_properties(dev).multi_processor_count
+            parts = flashmla_parts(heads, q_len, sms)
+            peer_tiles = flashmla_tiles_per_cta(batch, heads, q_len, prefix, sms)
             peer_xs.append(peer_tiles)
             peer_ys.append(peer_ms * 1e3)
             line += f", {ours_ms:.4f} ms; {args.peer}: {peer_tiles:.1f} tiles per CTA ({parts} parts), {peer_ms:.4f} ms"

@@ -1,6 +1,7 @@
 """bench/probes/tile_sweep.py's arithmetic (no GPU): tiles per block as the library's
 split plan makes them (split_chunk: an even share of a request's keys rounded up to whole
-64-key tiles), and the least-squares line fixed + per_tile x tiles."""
+64-key tiles), FlashMLA's even share per CTA (--peer flashmla), and the least-squares
+line fixed + per_tile x tiles."""
 
 import importlib.util
 import pathlib
@@ -32,6 +33,17 @@ def split_chunk(num_keys, num_splits, granule=64):
 def test_tiles_per_block_is_the_first_splits_tiles(prefix, q_len, splits, tiles):
     assert tile_sweep.tiles_per_block(prefix, q_len, splits) == tiles
     assert split_chunk(prefix + q_len, splits) // 64 == tiles
+
+
+@pytest.mark.parametrize("batch,heads,q_len,prefix,parts,tiles", [
+    (1, 16, 64, 131072, 8, 2049 / 8),   # S5's family: 16 row blocks, 8 parts each
+    (1, 16, 16, 131072, 33, 2049 / 33),  # S1's family: 4 row blocks, 33 parts
+    (8, 128, 16, 16384, 4, 8 * 257 / 4),  # S6: 32 row blocks, 4 parts crossing requests
+    (1, 16, 16, 0, 33, 1 / 33),          # the tail alone
+])
+def test_flashmla_share_per_cta(batch, heads, q_len, prefix, parts, tiles):
+    assert tile_sweep.flashmla_parts(heads, q_len, 132) == parts
+    assert tile_sweep.flashmla_tiles_per_cta(batch, heads, q_len, prefix, 132) == pytest.approx(tiles)
 
 
 def test_fit_recovers_a_line():
