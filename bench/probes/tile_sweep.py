@@ -93,6 +93,7 @@ def main() -> int:
     print(f"family B={batch} H={heads} q={q_len}, num_splits {args.splits}: {blocks} blocks; {lib.path}")
     if args.peer:
         from peers import FlashMLAPeer
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
     xs, ys, peer_xs, peer_ys = [], [], [], []
     for prefix in (int(p) for p in args.prefixes.split(",")):
         case = build_case(Shape(f"P{prefix}", batch, heads, q_len, prefix, "sweep"))
@@ -104,7 +105,6 @@ def main() -> int:
         if args.peer:
             peer = FlashMLAPeer(inp)
             ours_ms, peer_ms = (median(t) for t in timer.cold_ms_interleaved([run, peer], args.iters))
-            sms = torch.cuda.get_device_properties(dev).multi_processor_count
             parts = flashmla_parts(heads, q_len, sms)
             peer_tiles = flashmla_tiles_per_cta(batch, heads, q_len, prefix, sms)
             peer_xs.append(peer_tiles)
