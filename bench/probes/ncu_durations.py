@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Kernel durations from `ncu --metrics gpu__time_duration.sum --csv` (the
+default details page: one row per kernel launch), one file per prefix of a
+tile_sweep.py --peer flashmla run under a locked clock
+(run_tile_sweep_locked.sh): the median duration of each kernel, a call's time
+as the sum of its kernels' medians (ours: the split kernel and the merge;
+FlashMLA: its main kernel and its combine, the metadata kernel apart since it
+runs once per peer), and each side's line fixed + per_tile x tiles.
+
+    python3 bench/probes/ncu_durations.py OURS_TILES:PEER_TILES=CSV [...]
+"""
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+from typing import Dict, List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tile_sweep import fit  # noqa: E402
+
+# Kernel name fragment -> (side, part); the first match names a launch.
+KERNELS = (
+    ("pingpong_kernel", ("ours", "split kernel")),
+    ("verify_paged_sm90a_kernel", ("ours", "split kernel")),
+    ("split_merge_kernel", ("ours", "merge")),
+    ("splitkv_mla_kernel", ("flashmla", "main")),
+    ("mla_combine_kernel", ("flashmla", "combine")),
+    ("mla_metadata_kernel", ("flashmla", "metadata")),
+)
+PER_CALL = {"ours": ("split kernel", "merge"), "flashmla": ("main", "combine")}
+
+
+def kernel_of(name: str):
+    for fragment, key in KERNELS:
+        if fragment in name:
+            return key
+    return None
+
+
+def durations_us(path: str) -> Dict[Tuple[str, str], float]:
+    """(side, part) -> the median of its launches' gpu__time_duration, in us."""
+    launches: Dict[Tuple[str, str], List[float]] = {}
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if len(r) > 10]
+    if not rows:
+        return {}
+    head = rows[0]
+    name_at, metric_at, unit_at, value_at = (head.index(k) for k in
+                                             ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"))
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    for row in rows[1:]:
+        key = kernel_of(row[name_at])
+        if key is None or row[metric_at] != "gpu__time_duration.sum":
+            continue
+        launches.setdefault(key, []).append(float(row[value_at].replace(",", "")) * scale[row[unit_at]])
+    return {key: statistics.median(v) for key, v in launches.items()}
+
+
+def per_call_us(medians: Dict[Tuple[str, str], float], side: str) -> float:
+    """A call's time: the sum of its kernels' medians (0 for a kernel it did not run)."""
+    return sum(medians.get((side, part), 0.0) for part in PER_CALL[side])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", help="OURS_TILES:PEER_TILES=CSV")
+    args = ap.parse_args(argv)
+    points = {"ours": [], "flashmla": []}
+    for spec in args.files:
+        tiles, path = spec.split("=", 1)
+        ours_tiles, peer_tiles = (float(t) for t in tiles.split(":"))
+        medians = durations_us(path)
+        parts = ", ".join(f"{side} {part} {us:.1f}" for (side, part), us in sorted(medians.items()))
+        print(f"{tiles:>14}: {parts}")
+        for side, x in (("ours", ours_tiles), ("flashmla", peer_tiles)):
+            if any(s == side for s, _ in medians):
+                points[side].append((x, per_call_us(medians, side)))
+    for side, pts in points.items():
+        if len(pts) >= 2:
+            fixed, per_tile, worst = fit([p[0] for p in pts], [p[1] for p in pts])
+            print(f"{side} per call: {fixed:.1f} us fixed + {per_tile:.3f} us per tile "
+                  f"(largest residual {worst:.1f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
