@@ -11,13 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${OUT:-/tmp}/clocks
 mkdir -p "$log"
-if [ -z "${KDTREE_KERNELS_LIB:-}" ]; then
-  cmake -S . -B build-clocks -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
-    -DKDTREE_BUILD_TESTS=OFF -DKDTREE_BUILD_TOOLS=OFF -DKDTREE_BUILD_EXAMPLES=OFF > "$log/build.log" 2>&1 &&
-    cmake --build build-clocks -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
-    { echo "run_clocks: build failed"; tail -20 "$log/build.log"; exit 1; }
-  export KDTREE_KERNELS_LIB=$PWD/build-clocks/libkdtree_kernels_c.so
-fi
+. bench/probes/build_sm90_lib.sh
+[ -n "${KDTREE_KERNELS_LIB:-}" ] || build_sm90_lib run_clocks build-clocks "$log/build.log"
 for shape in "${@:-S5 S6}"; do
   timeout 120 python3 bench/probes/sustained.py --shape "$shape" --seconds "${SECONDS_PER_SHAPE:-2}" \
     > "$log/$shape.log" 2>&1

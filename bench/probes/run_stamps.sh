@@ -13,12 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
 mkdir -p "$log"
-cmake -S . -B build-stamps -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
-  -DKDTREE_SM90A_STAMPS=ON -DKDTREE_BUILD_TESTS=OFF -DKDTREE_BUILD_TOOLS=OFF -DKDTREE_BUILD_EXAMPLES=OFF \
-  > "$log/build.log" 2>&1 &&
-  cmake --build build-stamps -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
-  { echo "run_stamps: build failed"; tail -20 "$log/build.log"; exit 1; }
-export KDTREE_KERNELS_LIB=$PWD/build-stamps/libkdtree_kernels_c.so
+. bench/probes/build_sm90_lib.sh
+build_sm90_lib run_stamps build-stamps "$log/build.log" -DKDTREE_SM90A_STAMPS=ON
 for spec in "${@:-S1:63}"; do
   shape=${spec%%:*} rest=${spec#*:}
   tiles=${rest%%:*} kernel=pingpong

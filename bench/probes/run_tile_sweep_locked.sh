@@ -18,13 +18,8 @@ cd "$(dirname "$0")/../.."
 family=${FAMILY:-1,16,64} splits=${SPLITS:-8}
 log=${OUT:-/tmp}/sweep-locked
 mkdir -p "$log"
-if [ -z "${KDTREE_KERNELS_LIB:-}" ]; then
-  cmake -S . -B build-sweep -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDTREE_CUDA_ARCHITECTURES=90 \
-    -DKDTREE_BUILD_TESTS=OFF -DKDTREE_BUILD_TOOLS=OFF -DKDTREE_BUILD_EXAMPLES=OFF > "$log/build.log" 2>&1 &&
-    cmake --build build-sweep -j"$(nproc)" --target kdtree_kernels_c >> "$log/build.log" 2>&1 ||
-    { echo "run_tile_sweep_locked: build failed"; tail -20 "$log/build.log"; exit 1; }
-  export KDTREE_KERNELS_LIB=$PWD/build-sweep/libkdtree_kernels_c.so
-fi
+. bench/probes/build_sm90_lib.sh
+[ -n "${KDTREE_KERNELS_LIB:-}" ] || build_sm90_lib run_tile_sweep_locked build-sweep "$log/build.log"
 fm=/tmp/kdtree_flashmla
 bash bench/carried_flashmla.sh "$fm" "$log/flashmla_build.log" || exit 1
 IFS=, read -r batch heads q_len <<< "$family"
