@@ -5,14 +5,16 @@ tile_sweep.py --peer flashmla run under a locked clock
 (run_tile_sweep_locked.sh): the median duration of each kernel, a call's time
 as the sum of its kernels' medians (ours: the split kernel and the merge;
 FlashMLA: its main kernel and its combine, the metadata kernel apart since it
-runs once per peer), and each side's line fixed + per_tile x tiles.
+runs once per peer), and each side's line fixed + per_tile x tiles. Each
+file's tile counts are those tile_sweep.py printed into it (its prefix line).
 
-    python3 bench/probes/ncu_durations.py OURS_TILES:PEER_TILES=CSV [...]
+    python3 bench/probes/ncu_durations.py CSV [...]
 """
 
 import argparse
 import csv
 import os
+import re
 import statistics
 import sys
 from typing import Dict, List, Tuple
@@ -31,6 +33,18 @@ KERNELS = (
     ("mla_metadata_kernel", ("flashmla", "metadata")),
 )
 PER_CALL = {"ours": ("split kernel", "merge"), "flashmla": ("main", "combine")}
+# tile_sweep.py --peer's line for one prefix: our tiles per block, its per CTA.
+TILES_LINE = re.compile(r"prefix\s+\d+:\s+(\d+) tiles per block.*?([\d.]+) tiles per CTA")
+
+
+def tiles_of(path: str) -> Tuple[float, float]:
+    """(our tiles per block, the peer's per CTA) from tile_sweep.py's line in the file."""
+    with open(path) as f:
+        for line in f:
+            m = TILES_LINE.search(line)
+            if m:
+                return float(m.group(1)), float(m.group(2))
+    raise ValueError(f"{path}: no tile_sweep.py --peer line (prefix ...: N tiles per block ... M tiles per CTA)")
 
 
 def kernel_of(name: str):
@@ -66,15 +80,14 @@ def per_call_us(medians: Dict[Tuple[str, str], float], side: str) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", help="OURS_TILES:PEER_TILES=CSV")
+    ap.add_argument("files", nargs="+", help="ncu's CSV of one tile_sweep.py --peer prefix")
     args = ap.parse_args(argv)
     points = {"ours": [], "flashmla": []}
-    for spec in args.files:
-        tiles, path = spec.split("=", 1)
-        ours_tiles, peer_tiles = (float(t) for t in tiles.split(":"))
+    for path in args.files:
+        ours_tiles, peer_tiles = tiles_of(path)
         medians = durations_us(path)
         parts = ", ".join(f"{side} {part} {us:.1f}" for (side, part), us in sorted(medians.items()))
-        print(f"{tiles:>14}: {parts}")
+        print(f"{f'{ours_tiles:g}:{peer_tiles:g}':>14}: {parts}")
         for side, x in (("ours", ours_tiles), ("flashmla", peer_tiles)):
             if any(s == side for s, _ in medians):
                 points[side].append((x, per_call_us(medians, side)))

@@ -22,19 +22,12 @@ mkdir -p "$log"
 [ -n "${KDTREE_KERNELS_LIB:-}" ] || build_sm90_lib run_tile_sweep_locked build-sweep "$log/build.log"
 fm=/tmp/kdtree_flashmla
 bash bench/carried_flashmla.sh "$fm" "$log/flashmla_build.log" || exit 1
-IFS=, read -r batch heads q_len <<< "$family"
-specs=()
+files=()
 for prefix in "$@"; do
   ncu --clock-control base --metrics gpu__time_duration.sum --csv \
     -k 'regex:pingpong_kernel|sm90a_kernel|split_merge_kernel|splitkv_mla_kernel|mla_combine_kernel|mla_metadata_kernel' \
     python3 bench/probes/tile_sweep.py --family "$family" --splits "$splits" --prefixes "$prefix" \
     --peer flashmla --site "$fm" --iters 4 > "$log/P$prefix.csv" 2> "$log/P$prefix.err"
-  tiles=$(python3 -c "
-import sys; sys.path.insert(0, 'bench/probes')
-import torch
-from tile_sweep import tiles_per_block, flashmla_tiles_per_cta
-sms = torch.cuda.get_device_properties(0).multi_processor_count
-print(f'{tiles_per_block($prefix, $q_len, $splits)}:{flashmla_tiles_per_cta($batch, $heads, $q_len, $prefix, sms)}')")
-  specs+=("$tiles=$log/P$prefix.csv")
+  files+=("$log/P$prefix.csv")
 done
-python3 bench/probes/ncu_durations.py "${specs[@]}"
+python3 bench/probes/ncu_durations.py "${files[@]}"  # (tile counts: tile_sweep.py's lines in them)

@@ -109,7 +109,7 @@ def main() -> int:
             peer_tiles = flashmla_tiles_per_cta(batch, heads, q_len, prefix, sms)
             peer_xs.append(peer_tiles)
             peer_ys.append(peer_ms * 1e3)
-            line += f", {ours_ms:.4f} ms; {args.peer}: {peer_tiles:.1f} tiles per CTA ({parts} parts), {peer_ms:.4f} ms"
+            line += f", {ours_ms:.4f} ms; {args.peer}: {peer_tiles:.3f} tiles per CTA ({parts} parts), {peer_ms:.4f} ms"
             del peer
         else:
             ours_ms = median(timer.warm_ms(run, args.iters) if args.warm else timer.cold_ms(run, args.iters))

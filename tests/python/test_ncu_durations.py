@@ -1,6 +1,6 @@
 """bench/probes/ncu_durations.py (no GPU): kernel launches named by their
 fragment, medians per kernel in microseconds, a call as the sum of its
-kernels, and both sides' lines."""
+kernels, the tile counts from tile_sweep.py's line, and both sides' lines."""
 
 import importlib.util
 import pathlib
@@ -58,14 +58,30 @@ def test_a_call_without_a_merge_is_its_split_kernel():
     assert ncu_durations.per_call_us(medians, "ours") == 100.0
 
 
+def sweep_line(prefix, ours_tiles, peer_tiles):
+    """tile_sweep.py --peer flashmla's line for one prefix, as it prints it."""
+    return (f"  prefix {prefix:7d}: {ours_tiles:4d} tiles per block, 18.3708 ms; flashmla: "
+            f"{peer_tiles:.3f} tiles per CTA (8 parts), 19.3921 ms")
+
+
+def test_tiles_from_the_sweeps_line(tmp_path):
+    path = tmp_path / "P.csv"
+    path.write_text("==PROF== Connected\n" + sweep_line(49152, 97, 96.125) + "\n" + HEAD + "\n")
+    assert ncu_durations.tiles_of(str(path)) == (97.0, 96.125)
+    (tmp_path / "none.csv").write_text(HEAD + "\n")
+    with pytest.raises(ValueError):
+        ncu_durations.tiles_of(str(tmp_path / "none.csv"))
+
+
 def test_main_fits_both_lines(tmp_path, capsys):
-    specs = []
+    paths = []
     for i, (x, ours, peer) in enumerate([(100, 230.0, 220.0), (200, 430.0, 410.0), (300, 630.0, 600.0)]):
         path = tmp_path / f"P{i}.csv"
-        path.write_text("\n".join([HEAD, row(0, "verify_paged_sm90a_pingpong_kernel", f"{ours * 1000:.0f}"),
+        path.write_text("\n".join([sweep_line(1000 * x, x, x), HEAD,
+                                   row(0, "verify_paged_sm90a_pingpong_kernel", f"{ours * 1000:.0f}"),
                                    row(1, "flash_fwd_splitkv_mla_kernel", f"{peer * 1000:.0f}")]) + "\n")
-        specs.append(f"{x}:{x}={path}")
-    assert ncu_durations.main(specs) == 0
+        paths.append(str(path))
+    assert ncu_durations.main(paths) == 0
     out = capsys.readouterr().out
     assert "ours per call: 30.0 us fixed + 2.000 us per tile" in out
     assert "flashmla per call: 30.0 us fixed + 1.900 us per tile" in out
