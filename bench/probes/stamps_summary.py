@@ -233,8 +233,11 @@ def summarize_pairs(rows: List[List[int]], pair_rows: List[List[int]]) -> Dict[s
         return out
     for point, name in PAIR_POINTS:
         out["points"][name] = stats([p[point] - p[PAIR_ORIGIN] for _, p in used])
+
+    def med(a: int, b: int) -> float:  # median clocks from point a to point b
+        return statistics.median(p[b] - p[a] for _, p in used)
+
     for name, free, woke, issued, at, past in PAIR_HALVES:
-        med = lambda a, b: statistics.median(p[b] - p[a] for _, p in used)
         out["halves"].append((name, med(free, woke), med(woke, issued), med(free, at), med(at, past),
                               med(free, past)))
     return out
