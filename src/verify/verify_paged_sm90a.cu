@@ -37,6 +37,7 @@
 // launch (programmatic dependent launch) as its epilogue begins.
 #include "common/cuda_check.hpp"
 #include "common/grid_dependency.cuh"
+#include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_sm90a.hpp"
@@ -60,7 +61,8 @@ constexpr size_t kOffRed = kOffOnes + 256;             // [2][64] f32: rescale f
 constexpr size_t kOffBadKey = kOffRed + 2 * kRows * 4;  // [2][64] u8: flagged slots per stage
 constexpr size_t kOffBadWarp = kOffBadKey + 2 * kKeys;  // [2][4] u8: any flagged slot per gather warp
 constexpr size_t kOffSlots = kOffBadWarp + 16;          // [2][64] i64: slot ids a tile ahead
-constexpr size_t kLayoutBytes = kOffSlots + 2 * kKeys * 8;
+constexpr size_t kOffPFull = kOffSlots + 2 * kKeys * 8;  // mbarrier: P and its factors written
+constexpr size_t kLayoutBytes = kOffPFull + 8;
 constexpr size_t kSmemBytes = kLayoutBytes + kAlignSlack;
 static_assert(kSmemBytes <= kSmemOptin, "sm_90 opt-in shared memory");
 
@@ -79,6 +81,7 @@ struct Sm90aBlock {
   __device__ uint8_t* bad_key(int stage) const { return smem + kOffBadKey + stage * kKeys; }
   __device__ uint32_t* bad_warps(int stage) const { return reinterpret_cast<uint32_t*>(smem + kOffBadWarp) + stage; }
   __device__ float* red() const { return reinterpret_cast<float*>(smem + kOffRed); }
+  __device__ uint32_t p_full() const { return base() + static_cast<uint32_t>(kOffPFull); }
 
   __device__ const int64_t* slots(int stage) const {
     return reinterpret_cast<const int64_t*>(smem + kOffSlots) + stage * kKeys;
@@ -175,7 +178,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     reinterpret_cast<uint32_t*>(smem + kOffOnes)[threadIdx.x] = pack2<T>(1.f, 1.f);
   }
   if (threadIdx.x < 2 * kKeys) reinterpret_cast<int64_t*>(smem + kOffSlots)[threadIdx.x] = 0;
-  __syncthreads();  // zeroed slot entries before any cp.async writes their low halves
+  if (threadIdx.x == 0) {
+    mbarrier_init(blk.p_full(), kGroup);
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // zeroed slot entries before any cp.async writes their low halves; p_full initialised
   if (threadIdx.x == 0) KDTREE_STAMP(stamps::kBarrier, stamps::clock());
 
   // The slot ids of tiles 0 and 1 (their own cp.async group), then Q; only
@@ -233,15 +240,16 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (tile == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0FirstHalf, stamps::clock());
 
     float scale_old[2] = {1.f, 1.f};
-    if (wg == 1) {
-      // Tile t + 1's rows into the stage tile t - 1 left, tile t + 2's ids
-      // into the slot buffer tile t's ids left.
-      if (tile + 1 < num_tiles) {
-        blk.load_kv(tile_key(tile + 1), stage ^ 1, gtid);
-        if (tile + 2 < num_tiles) blk.stage_slots(tile_key(tile + 2), stage, gtid);
+    // O scaled by this tile's factors (rows whose maximum moved), before its P V.
+    const auto rescale_o = [&](const float (&factor)[2]) {
+      if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) {  // warp-uniform branch
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] *= factor[(i >> 1) & 1];
       }
-      cp_async_commit();
-    } else {
+    };
+    if (wg == 0) {
       // The visible keys of this thread's 32 scores, on tiles that need a
       // mask, found before the scores.
       const bool any_bad = *blk.bad_warps(stage) != 0;
@@ -292,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         }
       }
 
-      // ---- online softmax; P and the rows' factors to shared memory ----
+      // ---- online softmax; P and the rows' factors to warpgroup 1 ----
       uint32_t p_pack[2][8];  // (row half, 8-key block j): keys 8j + 2c, +1
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -307,40 +315,42 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         m_run[half] = m_new;
         if (c == 0) blk.red()[row] = scale_old[half];
       }
-      store_p(base + kOffP, warp_row0, p_pack);
-    }
-    // ---- p_full: P and the factors written ----
-    __syncthreads();
+      store_p(base + kOffP, warp_row0, p_pack);  // (with its proxy fence: warpgroup 1's wgmma reads it)
+      mbarrier_arrive(blk.p_full());
 
-    // ---- O[:, 256 wg ..) = alpha O + P V ----
-    if (wg == 1) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) scale_old[half] = blk.red()[warp_row0 + g + 8 * half];
-    }
-    if (__any_sync(0xffffffffu, scale_old[0] != 1.f || scale_old[1] != 1.f)) {  // warp-uniform branch
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= scale_old[(i >> 1) & 1];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) w[i] *= scale_old[(i >> 1) & 1];
-    }
-    // The row weights (P times ones) by warpgroup 0 alone. Each warpgroup
-    // runs its own copy, fence to wait, so no wgmma sits under a branch
-    // (ptxas serializes those, C7515).
-    const auto p_times_v = [&](auto row_weights) {
+      // ---- O[:, 0..256) = alpha O + P V, P from registers, at once: not
+      // behind warpgroup 1, which may still be issuing the next tile's rows;
+      // the rows' weights (P times ones) beside it ----
+      rescale_o(scale_old);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint64_t pd = p_desc + ((ks * 32) >> 4);
-        wgmma_m64n256k16<T, 1>(o, pd, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-        if constexpr (decltype(row_weights)::value) wgmma_m64n8k16<T, 0>(w, pd, ones_desc, 1);
+        const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
+        wgmma_m64n256k16_rs<T, 1>(o, pa, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
       }
       wgmma_commit();
       wgmma_wait<0>();
-    };
-    if (wg == 0) {
-      p_times_v(std::true_type{});
     } else {
-      p_times_v(std::false_type{});
+      // Tile t + 1's rows into the stage tile t - 1 left, tile t + 2's ids
+      // into the slot buffer tile t's ids left.
+      if (tile + 1 < num_tiles) {
+        blk.load_kv(tile_key(tile + 1), stage ^ 1, gtid);
+        if (tile + 2 < num_tiles) blk.stage_slots(tile_key(tile + 2), stage, gtid);
+      }
+      cp_async_commit();
+      // ---- O[:, 256..512) = alpha O + P V once P is written ----
+      mbarrier_wait(blk.p_full(), tile & 1);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) scale_old[half] = blk.red()[warp_row0 + g + 8 * half];
+      rescale_o(scale_old);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKeys / 16; ++ks) {
+        wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
     }
   }
 
