@@ -1,7 +1,8 @@
 // Shared-memory mbarriers (sm_90+): a phase completes once its expected
 // number of arrivals has arrived; waiters name the phase by its parity. Used
 // by the defrag copy's bulk-copy pipes, the sm_90a ping-pong verify kernel's
-// KV stages and warpgroup hand-offs, and bench/wgmma_smem_rates.cu. Callers
+// KV stages and warpgroup hand-offs, the single-warpgroup kernel's P hand-off,
+// and bench/wgmma_smem_rates.cu. Callers
 // compile these only for __CUDA_ARCH__ >= 900.
 #pragma once
 

@@ -14,22 +14,30 @@
 //     token by warp ballots, before the QK), the online softmax
 //     with the portable kernel's lazy rescale, P (bf16/f16) and the rows'
 //     rescale factors to shared memory; then O[:, 0..256) = alpha O + P V
-//     (4 wgmma m64n256k16, V = the tile's first 512 dims read transposed) and
-//     P times a ones column (m64n8k16), so O is normalized by the
-//     tensor-core sum of the same rounded P (all-ones values give exactly 1).
-//   warpgroup 1 (gather): O[:, 256..512) = alpha O + P V from the same P
-//     (its rows' weights come from warpgroup 0 in the epilogue), and the KV
-//     rows: slot ids into shared memory by cp.async a tile ahead, rows of
-//     tile t + 1 by cp.async into the stage tile t - 1 left.
-// Per tile t, both warpgroups run one loop with two block barriers:
+//     (4 wgmma m64n256k16, P from registers, V = the tile's first 512 dims
+//     read transposed) and P times a ones column (m64n8k16), so O is
+//     normalized by the tensor-core sum of the same rounded P (all-ones
+//     values give exactly 1).
+//   warpgroup 1 (gather): the KV rows (slot ids into shared memory by
+//     cp.async a tile ahead, rows of tile t + 1 by cp.async into the stage
+//     tile t - 1 left), then O[:, 256..512) = alpha O + P V from the same P,
+//     read from shared memory (its rows' weights come from warpgroup 0 in
+//     the epilogue).
+// Per tile t, both warpgroups run one loop with one block barrier and one
+// hand-off:
 //   landed:  the gather warpgroup's copies of tile t are done (then a block
-//            barrier); warpgroup 0 computes S and P while warpgroup 1 issues
-//            tile t + 1's gather into the other stage (freed at this barrier);
-//   p_full:  block barrier; both run their half of P V.
+//            barrier: both warpgroups are also done with tile t - 1's stage,
+//            P and factors); warpgroup 0 computes S and P while warpgroup 1
+//            issues tile t + 1's gather into the other stage;
+//   p_full:  an mbarrier warpgroup 0 arrives on once P and the factors are
+//            written. It runs its own P V at once, from registers: the
+//            gather's issue (~2,400 clocks of a ~4,000-clock tile, sharing
+//            shared memory with the QK) can outlast its QK and softmax, and a
+//            block barrier here held its P V behind it (docs/perf_notes.md,
+//            session 39: S8 -0.9..-1.2%). Warpgroup 1 waits for it after
+//            its copies, then runs its P V.
 // Warpgroup 0's scores thus overlap the gather's issue and latency, and each
-// warpgroup's P V overlaps the other's. Every barrier is a __syncthreads at
-// one place in the code, which compute-sanitizer's racecheck and synccheck
-// follow exactly.
+// warpgroup's P V overlaps the other's or the gather's issue.
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
