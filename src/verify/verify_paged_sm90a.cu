@@ -53,7 +53,6 @@
 #include "verify/verify_paged_sm90a_tile.cuh"
 
 #include <cmath>
-#include <type_traits>
 
 namespace kdtree::verify {
 namespace {
@@ -248,7 +247,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     if (tile == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0FirstHalf, stamps::clock());
 
     float scale_old[2] = {1.f, 1.f};
-    // O scaled by this tile's factors (rows whose maximum moved), before its P V.
+    // O (and warpgroup 0's row weights) scaled by this tile's factors, rows
+    // whose maximum moved, before its P V.
     const auto rescale_o = [&](const float (&factor)[2]) {
       if (__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) {  // warp-uniform branch
 #pragma unroll
