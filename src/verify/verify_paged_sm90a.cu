@@ -330,14 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       // behind warpgroup 1, which may still be issuing the next tile's rows;
       // the rows' weights (P times ones) beside it ----
       rescale_o(scale_old);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
-        wgmma_m64n256k16_rs<T, 1>(o, pa, v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-        wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
-      }
-      wgmma_commit();
+      pv_from_registers<T, true>(o, w, p_pack, v_desc + stage_off, ones_desc);
       wgmma_wait<0>();
     } else {
       // Tile t + 1's rows into the stage tile t - 1 left, tile t + 2's ids

@@ -720,16 +720,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     }
 
     // ---- O += P V for this warpgroup's tile, P from registers ----
-    const auto pv_own = [&]() {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) {
-        const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
-        wgmma_m64n256k16_rs<T, 1>(o, pa, v_own + ((ks * 16 * 128) >> 4), 1);
-        if constexpr (kOwnWeights) wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
-      }
-      wgmma_commit();
-    };
+    const auto pv_own = [&]() { pv_from_registers<T, kOwnWeights>(o, w, p_pack, v_own, ones_desc); };
     // P to shared memory for the other warpgroup, four 8 x 8 blocks per
     // stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves,
     // at lane_block_addr's addresses. verify_paged_sm90a_tile.cuh's store_p

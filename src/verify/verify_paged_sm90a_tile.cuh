@@ -170,6 +170,24 @@ __device__ __forceinline__ void store_p(uint32_t p_block, int warp_row0, const u
   fence_proxy_async_smem();
 }
 
+// O += P V over one 64-key tile, P (this thread's p_pack, the accumulator
+// layout exp_pack wrote) the A operand from registers: k-step ks takes key
+// blocks 2ks and 2ks + 1 of both row halves, V's k-step ks at v_desc plus 16
+// rows. With kWeights, P times the ones column into w beside each k-step
+// (the rows' weights). One wgmma group, committed, not waited for.
+template <class T, bool kWeights>
+__device__ __forceinline__ void pv_from_registers(float (&o)[128], float (&w)[4], const uint32_t (&p_pack)[2][8],
+                                                  uint64_t v_desc, uint64_t ones_desc) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kKeys / 16; ++ks) {
+    const uint32_t pa[4] = {p_pack[0][2 * ks], p_pack[1][2 * ks], p_pack[0][2 * ks + 1], p_pack[1][2 * ks + 1]};
+    wgmma_m64n256k16_rs<T, 1>(o, pa, v_desc + ((ks * 16 * 128) >> 4), 1);
+    if constexpr (kWeights) wgmma_m64n8k16_rs<T, 0>(w, pa, ones_desc, 1);
+  }
+  wgmma_commit();
+}
+
 // The sum of l over the thread's quad (a row's 64 keys).
 __device__ __forceinline__ float quad_sum(float l) {
   l += __shfl_xor_sync(0xffffffffu, l, 1);
