@@ -9,6 +9,7 @@ runs once per peer), and each side's line fixed + per_tile x tiles. Each
 file's tile counts are those tile_sweep.py printed into it (its prefix line).
 
     python3 bench/probes/ncu_durations.py CSV [...]
+    python3 bench/probes/ncu_durations.py --kernel-regex   (ncu -k's filter for those kernels)
 """
 
 import argparse
@@ -47,6 +48,11 @@ def tiles_of(path: str) -> Tuple[float, float]:
     raise ValueError(f"{path}: no tile_sweep.py --peer line (prefix ...: N tiles per block ... M tiles per CTA)")
 
 
+def kernel_regex() -> str:
+    """ncu's --kernel-name filter (regex:...) for the kernels KERNELS names."""
+    return "regex:" + "|".join(fragment for fragment, _ in KERNELS)
+
+
 def kernel_of(name: str):
     for fragment, key in KERNELS:
         if fragment in name:
@@ -80,8 +86,14 @@ def per_call_us(medians: Dict[Tuple[str, str], float], side: str) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", help="ncu's CSV of one tile_sweep.py --peer prefix")
+    ap.add_argument("files", nargs="*", help="ncu's CSV of one tile_sweep.py --peer prefix")
+    ap.add_argument("--kernel-regex", action="store_true", help="print ncu -k's filter for the kernels read, and exit")
     args = ap.parse_args(argv)
+    if args.kernel_regex:
+        print(kernel_regex())
+        return 0
+    if not args.files:
+        ap.error("no CSV files")
     points = {"ours": [], "flashmla": []}
     for path in args.files:
         ours_tiles, peer_tiles = tiles_of(path)

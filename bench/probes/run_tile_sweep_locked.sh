@@ -22,10 +22,10 @@ mkdir -p "$log"
 [ -n "${KDTREE_KERNELS_LIB:-}" ] || build_sm90_lib run_tile_sweep_locked build-sweep "$log/build.log"
 fm=/tmp/kdtree_flashmla
 bash bench/carried_flashmla.sh "$fm" "$log/flashmla_build.log" || exit 1
+kernels=$(python3 bench/probes/ncu_durations.py --kernel-regex)  # (the kernels it sums)
 files=()
 for prefix in "$@"; do
-  ncu --clock-control base --metrics gpu__time_duration.sum --csv \
-    -k 'regex:pingpong_kernel|sm90a_kernel|split_merge_kernel|splitkv_mla_kernel|mla_combine_kernel|mla_metadata_kernel' \
+  ncu --clock-control base --metrics gpu__time_duration.sum --csv -k "$kernels" \
     python3 bench/probes/tile_sweep.py --family "$family" --splits "$splits" --prefixes "$prefix" \
     --peer flashmla --site "$fm" --iters 4 > "$log/P$prefix.csv" 2> "$log/P$prefix.err"
   files+=("$log/P$prefix.csv")
