@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The defrag copy's rate: its fixed cost, and builds side by side.
+
+Probes of bench_defrag.py's copy (61 layers x 1152-byte rows, random moves,
+L2 flushed by a read before each call; DEFRAG_NUM_SLOTS sets the pool):
+
+  sweep [MOVES ...]  time per call for several move counts with the library
+             in KDTREE_KERNELS_LIB, and a least-squares line through them: the
+             intercept is the call's fixed cost, the slope the per-move rate,
+             whose efficiency is what an unbounded copy would reach.
+  ab NAME=LIB ...  builds of the library loaded side by side in one process,
+             timed interleaved (AB_ROUNDS rounds, SWEEP_REPS calls each, the
+             order rotating), as efficiency per round and its mean.
+
+Run on the GPU machine from the repository root (docs/perf_notes.md,
+"Defrag copy, session 40").
+"""
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tile_sweep import fit  # noqa: E402  (this folder is on sys.path when run as a script)
+
+LAYERS, ROW = 61, 1152
+NUM_SLOTS = int(os.environ.get("DEFRAG_NUM_SLOTS", 1 << 17))
+
+
+def inputs(torch, moves):
+    kv = torch.empty((LAYERS, NUM_SLOTS, ROW), dtype=torch.uint8, device="cuda").random_(0, 255)
+    perm = torch.randperm(NUM_SLOTS, device="cuda")
+    bases = torch.tensor([kv[l].data_ptr() for l in range(LAYERS)], dtype=torch.int64, device="cuda")
+    return kv, bases, perm
+
+
+def sweep(counts, reps):
+    import torch
+    import bench_defrag as bd
+    lib = bd.load_library(os.environ["KDTREE_KERNELS_LIB"])
+    flush = bd.Flush()
+    copy_bw = bd.copy_bandwidth(flush, reps)
+    kv, bases, perm = inputs(torch, max(counts))
+    rows = []
+    for m in counts:
+        run = bd.copy_runner(lib, kv, bases, perm[:m].contiguous(), perm[m:2 * m].contiguous(),
+                             check_layer=LAYERS - 1)
+        ms = bd.time_cuda(run, reps, flush.clean)
+        rows.append((m, ms))
+    icpt, slope, _ = fit([m for m, _ in rows], [t for _, t in rows])
+    per_move = 2 * LAYERS * ROW
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
+    print(f"{'moves':>7} {'ms':>9} {'eff':>6} {'fit ms':>9}")
+    for m, t in rows:
+        print(f"{m:>7} {t:>9.4f} {m * per_move / (t * 1e-3) / copy_bw:>6.3f} {icpt + slope * m:>9.4f}")
+    print(f"fixed cost {icpt * 1e3:.2f} us; per 1000 moves {slope * 1e6:.2f} us; "
+          f"slope efficiency {per_move / (slope * 1e-3) / copy_bw:.3f}")
+
+
+def ab(builds, rounds, reps):
+    import torch
+    import bench_defrag as bd
+    flush = bd.Flush()
+    copy_bw = bd.copy_bandwidth(flush, reps)
+    kv, bases, perm = inputs(torch, 4096)
+    src, dst = perm[:4096].contiguous(), perm[4096:8192].contiguous()
+    runs = []
+    for spec in builds:
+        name, path = spec.split("=", 1)
+        runs.append((name, bd.copy_runner(bd.load_library(path), kv, bases, src, dst,
+                                          check_layer=LAYERS - 1)))
+    moved = 2 * 4096 * LAYERS * ROW
+    effs = {name: [] for name, _ in runs}
+    for r in range(rounds):
+        order = runs[r % len(runs):] + runs[:r % len(runs)]
+        for name, copy in order:
+            effs[name].append(moved / (bd.time_cuda(copy, reps, flush.clean) * 1e-3) / copy_bw)
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s; efficiency per round, then the mean")
+    for name, e in effs.items():
+        print(f"{name:<16}" + "".join(f"{x:>7.3f}" for x in e) + f"   mean {statistics.mean(e):.4f}")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "sweep":
+        sweep([int(x) for x in (sys.argv[2:] or ["1024", "2048", "4096", "8192", "16384"])],
+              int(os.environ.get("SWEEP_REPS", "30")))
+    elif mode == "ab" and len(sys.argv) > 2:
+        ab(sys.argv[2:], int(os.environ.get("AB_ROUNDS", "4")), int(os.environ.get("SWEEP_REPS", "30")))
+    else:
+        sys.exit(__doc__)
