@@ -27,6 +27,10 @@ NUM_SLOTS = int(os.environ.get("DEFRAG_NUM_SLOTS", 1 << 17))
 
 
 def inputs(torch, moves):
+    """The layers, their base pointers, and a slot permutation whose first
+    2 x moves slots give distinct sources and destinations."""
+    if 2 * moves > NUM_SLOTS:
+        sys.exit(f"defrag_ab: {moves} moves need {2 * moves} slots, the pool has {NUM_SLOTS}")
     kv = torch.empty((LAYERS, NUM_SLOTS, ROW), dtype=torch.uint8, device="cuda").random_(0, 255)
     perm = torch.randperm(NUM_SLOTS, device="cuda")
     bases = torch.tensor([kv[l].data_ptr() for l in range(LAYERS)], dtype=torch.int64, device="cuda")

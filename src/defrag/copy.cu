@@ -92,9 +92,9 @@
 #ifndef KDTREE_DEFRAG_TMA_STAGES
 #define KDTREE_DEFRAG_TMA_STAGES 16
 #endif
-// Waves of blocks of the bulk-copy path: the items are split over this many
-// times the resident pipes, so an SM that finishes its blocks early runs more
-// (session 40: 2 waves +0.2..+0.6% on the bar's copy, 4 flat, 8 and 16 lost).
+// The bulk-copy grid in waves of resident blocks (docs/perf_notes.md, "Defrag
+// copy, session 40": 2 waves +0.2..+0.6% on the bar's copy, 4 flat, 8 and 16
+// lost).
 #ifndef KDTREE_DEFRAG_TMA_WAVES
 #define KDTREE_DEFRAG_TMA_WAVES 2
 #endif
@@ -127,6 +127,7 @@ constexpr int64_t kTmaStageCap =
     ((48 * 1024) / kTmaWarps - kTmaMetaBytes) / kTmaStages / 16 * 16;
 static_assert(kTmaStages >= 2 && kTmaWarps >= 1 && kTmaStageCap >= 16,
               "KDTREE_DEFRAG_TMA_WARPS x KDTREE_DEFRAG_TMA_STAGES leave no stage room");
+static_assert(KDTREE_DEFRAG_TMA_WAVES >= 1 && KDTREE_DEFRAG_TMA_WAVES <= 64, "KDTREE_DEFRAG_TMA_WAVES: 1..64");
 
 struct CopyArgs {
   const uint64_t* layer_base;
