@@ -229,7 +229,6 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   const uint64_t q_desc = wgmma_desc_sw128(base + kOffQ, 16, 1024);
   const uint64_t k_desc = wgmma_desc_sw128(base + kOffKv, 16, 1024);
   const uint64_t v_desc = wgmma_desc_sw128(base + kOffKv + wg * 4 * kBlockBytes, kBlockBytes, 1024);
-  const uint64_t p_desc = wgmma_desc_sw128(base + kOffP, 16, 1024);
   const uint64_t ones_desc = blk.ones_desc();
 
   for (int tile = 0; tile < num_tiles; ++tile) {
@@ -323,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
         m_run[half] = m_new;
         if (c == 0) blk.red()[row] = scale_old[half];
       }
-      store_p(base + kOffP, warp_row0, p_pack);  // (with its proxy fence: warpgroup 1's wgmma reads it)
+      store_p(base + kOffP, warp_row0, p_pack);
       mbarrier_arrive(blk.p_full());
 
       // ---- O[:, 0..256) = alpha O + P V, P from registers, at once: not
@@ -344,13 +343,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       mbarrier_wait(blk.p_full(), tile & 1);
 #pragma unroll
       for (int half = 0; half < 2; ++half) scale_old[half] = blk.red()[warp_row0 + g + 8 * half];
+      uint32_t p_pack[2][8];
+      load_p(base + kOffP, warp_row0, p_pack);
       rescale_o(scale_old);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) {
-        wgmma_m64n256k16<T, 1>(o, p_desc + ((ks * 32) >> 4), v_desc + stage_off + ((ks * 16 * 128) >> 4), 1);
-      }
-      wgmma_commit();
+      float no_weights[4];
+      pv_from_registers<T, false>(o, no_weights, p_pack, v_desc + stage_off, ones_desc);
       wgmma_wait<0>();
     }
   }
