@@ -21,8 +21,10 @@
 //   warpgroup 1 (gather): the KV rows (slot ids into shared memory by
 //     cp.async a tile ahead, rows of tile t + 1 by cp.async into the stage
 //     tile t - 1 left), then O[:, 256..512) = alpha O + P V from the same P,
-//     read from shared memory (its rows' weights come from warpgroup 0 in
-//     the epilogue).
+//     loaded to registers by ldmatrix (its rows' weights come from warpgroup
+//     0 in the epilogue). ldmatrix reads through the generic proxy, as
+//     stmatrix wrote P, so warpgroup 0 hands P over with no async-proxy fence
+//     (a MEMBAR) on its chain (docs/perf_notes.md, session 40: S8 -1.1%).
 // Per tile t, both warpgroups run one loop with one block barrier and one
 // hand-off:
 //   landed:  the gather warpgroup's copies of tile t are done (then a block
@@ -239,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     cp_async_wait<0>();
     // cp.async wrote through the generic proxy; wgmma reads async. Only the
     // gather warpgroup copies in the loop (warpgroup 0 fenced its Q before
-    // the loop and fences its P as it stores it), so only it needs the
-    // fence: a MEMBAR off the score chain.
+    // the loop, and its P is read by ldmatrix, the generic proxy), so only
+    // it needs the fence: a MEMBAR off the score chain.
     if (wg == 1) fence_proxy_async_smem();
     __syncthreads();  // also: both warpgroups done with tile t - 1 (P, factors, stage)
     if (tile == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0FirstHalf, stamps::clock());
@@ -346,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       uint32_t p_pack[2][8];
       load_p(base + kOffP, warp_row0, p_pack);
       rescale_o(scale_old);
-      float no_weights[4];
+      float no_weights[4];  // (not written: the rows' weights are warpgroup 0's)
       pv_from_registers<T, false>(o, no_weights, p_pack, v_desc + stage_off, ones_desc);
       wgmma_wait<0>();
     }
