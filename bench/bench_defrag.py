@@ -168,14 +168,21 @@ def copy_runner(lib, kv, bases, src, dst, check_layer):
     return run
 
 
+def make_layers(layers, num_slots, row):
+    """A pool of random bytes kv [layers, num_slots, row] and its layer base
+    pointers (an int64 device tensor), as kdtree_defrag_copy takes them."""
+    kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
+    bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
+    return kv, bases
+
+
 def bench_copy(lib, args, flush, copy_bw):
     layers, row, moves = args.layers, args.row_bytes, args.moves
     num_slots = args.num_slots
-    kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
+    kv, bases = make_layers(layers, num_slots, row)
     perm = torch.randperm(num_slots, device="cuda")
     src = perm[:moves].contiguous()                    # int64
     dst = perm[moves:2 * moves].contiguous()
-    bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
     ours = copy_runner(lib, kv, bases, src, dst, check_layer=layers // 2)
 
     ours_ms = time_cuda(ours, args.reps, flush.clean)

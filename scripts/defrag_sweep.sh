@@ -126,8 +126,7 @@ reps = int(os.environ.get("SWEEP_REPS", "30"))
 flush = bd.Flush()
 copy_bw = bd.copy_bandwidth(flush, reps)
 layers, row, num_slots = 61, 1152, 1 << 17
-kv = torch.empty((layers, num_slots, row), dtype=torch.uint8, device="cuda").random_(0, 255)
-bases = torch.tensor([kv[l].data_ptr() for l in range(layers)], dtype=torch.int64, device="cuda")
+kv, bases = bd.make_layers(layers, num_slots, row)
 torch.manual_seed(1)
 
 def efficiency(src, dst):

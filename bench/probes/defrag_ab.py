@@ -26,15 +26,13 @@ LAYERS, ROW = 61, 1152
 NUM_SLOTS = int(os.environ.get("DEFRAG_NUM_SLOTS", 1 << 17))
 
 
-def inputs(torch, moves):
-    """The layers, their base pointers, and a slot permutation whose first
-    2 x moves slots give distinct sources and destinations."""
+def inputs(torch, bd, moves):
+    """bench_defrag's pool and base pointers, and a slot permutation whose
+    first 2 x moves slots give distinct sources and destinations."""
     if 2 * moves > NUM_SLOTS:
         sys.exit(f"defrag_ab: {moves} moves need {2 * moves} slots, the pool has {NUM_SLOTS}")
-    kv = torch.empty((LAYERS, NUM_SLOTS, ROW), dtype=torch.uint8, device="cuda").random_(0, 255)
-    perm = torch.randperm(NUM_SLOTS, device="cuda")
-    bases = torch.tensor([kv[l].data_ptr() for l in range(LAYERS)], dtype=torch.int64, device="cuda")
-    return kv, bases, perm
+    kv, bases = bd.make_layers(LAYERS, NUM_SLOTS, ROW)
+    return kv, bases, torch.randperm(NUM_SLOTS, device="cuda")
 
 
 def sweep(counts, reps):
@@ -43,7 +41,7 @@ def sweep(counts, reps):
     lib = bd.load_library(os.environ["KDTREE_KERNELS_LIB"])
     flush = bd.Flush()
     copy_bw = bd.copy_bandwidth(flush, reps)
-    kv, bases, perm = inputs(torch, max(counts))
+    kv, bases, perm = inputs(torch, bd, max(counts))
     rows = []
     for m in counts:
         run = bd.copy_runner(lib, kv, bases, perm[:m].contiguous(), perm[m:2 * m].contiguous(),
@@ -65,7 +63,7 @@ def ab(builds, rounds, reps):
     import bench_defrag as bd
     flush = bd.Flush()
     copy_bw = bd.copy_bandwidth(flush, reps)
-    kv, bases, perm = inputs(torch, 4096)
+    kv, bases, perm = inputs(torch, bd, 4096)
     src, dst = perm[:4096].contiguous(), perm[4096:8192].contiguous()
     runs = []
     for spec in builds:
