@@ -32,14 +32,15 @@
 //            P and factors); warpgroup 0 computes S and P while warpgroup 1
 //            issues tile t + 1's gather into the other stage;
 //   p_full:  an mbarrier warpgroup 0 arrives on once P and the factors are
-//            written. It runs its own P V at once, from registers: the
-//            gather's issue (~2,400 clocks of a ~4,000-clock tile, sharing
-//            shared memory with the QK) can outlast its QK and softmax, and a
-//            block barrier here held its P V behind it (docs/perf_notes.md,
-//            session 39: S8 -0.9..-1.2%). Warpgroup 1 waits for it after
-//            its copies, then runs its P V.
+//            written. It runs its own P V at once, from registers, not
+//            behind a block barrier that also waited for warpgroup 1's
+//            copies (docs/perf_notes.md, session 39: S8 -0.9..-1.2%).
+//            Warpgroup 1 waits for it after its copies, then runs its P V.
 // Warpgroup 0's scores thus overlap the gather's issue and latency, and each
-// warpgroup's P V overlaps the other's or the gather's issue.
+// warpgroup's P V overlaps the other's. The tile is warpgroup 0's serial
+// chain (session 40's stamps, ~3,850 clocks on S8): the QK (~2,050, bound by
+// shared memory, which the gather's copies write at the same time), the
+// softmax and P's hand-off (~800), then both P Vs.
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [rows][128 B] in the 128-byte swizzle wgmma reads; P as one such
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
