@@ -110,7 +110,8 @@ class Flush:
     it leaves must be written back by whatever runs next)."""
 
     def __init__(self, nbytes=512 << 20):  # > L2 on every card
-        self.clean = Timer(torch.device("cuda"), nbytes).flush_l2
+        self.timer = Timer(torch.device("cuda"), nbytes)
+        self.clean = self.timer.flush_l2
         self._written = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
 
     def dirty(self):

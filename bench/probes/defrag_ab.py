@@ -9,8 +9,11 @@ L2 flushed by a read before each call; DEFRAG_NUM_SLOTS sets the pool):
              intercept is the call's fixed cost, the slope the per-move rate,
              whose efficiency is what an unbounded copy would reach.
   ab NAME=LIB ...  builds of the library loaded side by side in one process,
-             timed interleaved (AB_ROUNDS rounds, SWEEP_REPS calls each, the
-             order rotating), as efficiency per round and its mean.
+             timed as bench.py --interleave times builds (timing.Timer: each
+             of AB_ITERS iterations calls every build once, L2 flushed before
+             each call, the order rotating), as each build's median and
+             efficiency. (Session 40's figures came from an earlier form:
+             four rounds of 30 calls a build, each round's median.)
 
 Run on the GPU machine from the repository root (docs/perf_notes.md,
 "Defrag copy, session 40").
@@ -58,27 +61,27 @@ def sweep(counts, reps):
           f"slope efficiency {per_move / (slope * 1e-3) / copy_bw:.3f}")
 
 
-def ab(builds, rounds, reps):
+def ab(builds, iters, reps):
     import torch
     import bench_defrag as bd
     flush = bd.Flush()
     copy_bw = bd.copy_bandwidth(flush, reps)
     kv, bases, perm = inputs(torch, bd, 4096)
     src, dst = perm[:4096].contiguous(), perm[4096:8192].contiguous()
-    runs = []
+    names, copies = [], []
     for spec in builds:
         name, path = spec.split("=", 1)
-        runs.append((name, bd.copy_runner(bd.load_library(path), kv, bases, src, dst,
-                                          check_layer=LAYERS - 1)))
+        names.append(name)
+        copies.append(bd.copy_runner(bd.load_library(path), kv, bases, src, dst, check_layer=LAYERS - 1))
+    # bench.py's interleaved timing (timing.Timer), behind bench_defrag's flush.
+    times = flush.timer.cold_ms_interleaved(copies, iters)
     moved = 2 * 4096 * LAYERS * ROW
-    effs = {name: [] for name, _ in runs}
-    for r in range(rounds):
-        order = runs[r % len(runs):] + runs[:r % len(runs)]
-        for name, copy in order:
-            effs[name].append(moved / (bd.time_cuda(copy, reps, flush.clean) * 1e-3) / copy_bw)
-    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s; efficiency per round, then the mean")
-    for name, e in effs.items():
-        print(f"{name:<16}" + "".join(f"{x:>7.3f}" for x in e) + f"   mean {statistics.mean(e):.4f}")
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s; {iters} calls each, interleaved")
+    print(f"{'build':<16}{'median ms':>10}{'eff':>7}{'p10..p90 ms':>18}")
+    for name, t in zip(names, times):
+        q = statistics.quantiles(t, n=10)
+        ms = statistics.median(t)
+        print(f"{name:<16}{ms:>10.4f}{moved / (ms * 1e-3) / copy_bw:>7.4f}{q[0]:>10.4f}..{q[-1]:.4f}")
 
 
 if __name__ == "__main__":
@@ -87,6 +90,6 @@ if __name__ == "__main__":
         sweep([int(x) for x in (sys.argv[2:] or ["1024", "2048", "4096", "8192", "16384"])],
               int(os.environ.get("SWEEP_REPS", "30")))
     elif mode == "ab" and len(sys.argv) > 2:
-        ab(sys.argv[2:], int(os.environ.get("AB_ROUNDS", "4")), int(os.environ.get("SWEEP_REPS", "30")))
+        ab(sys.argv[2:], int(os.environ.get("AB_ITERS", "120")), int(os.environ.get("SWEEP_REPS", "30")))
     else:
         sys.exit(__doc__)
