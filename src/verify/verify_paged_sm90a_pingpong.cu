@@ -510,22 +510,11 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   mbarrier_arrive(blk.hand(kQReady));
   mbarrier_wait(blk.hand(kQReady), 0);  // Q in shared memory
   if (kWg == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
-  // An A fragment of this warp's 16 rows in a [64 rows][64 dims] column block
-  // at `block` (the 128-byte swizzle), for ldmatrix / stmatrix .x4: lane L
-  // names row L % 8 of matrix m = L / 8 (rows + 8 (m % 2), 8-dim chunk
-  // 2q + m / 2), whose 16 bytes sit at chunk (2q + m / 2) ^ r of the row. This
-  // is the lane's address for q = 0; call q's is it ^ 32q (one address live
-  // across the calls: a row starts 128-byte aligned, so chunk (c0 ^ 2q) of it
-  // is chunk c0's address ^ 32q).
-  const auto lane_block_addr = [&](uint32_t block) {
-    const int m = lane / 8, r = lane % 8;
-    return block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
-  };
   // Warpgroup 0: Q's rope block as its QK's A fragments, k-step ks from call
   // ks. Q stays in shared memory for warpgroup 1.
   uint32_t q_rope[4][4];
   if constexpr (kWg == 0) {
-    const uint32_t addr = lane_block_addr(base + kOffQ + (kDimBlocks - 1) * kBlockBytes);
+    const uint32_t addr = fragment_lane_addr(base + kOffQ + (kDimBlocks - 1) * kBlockBytes, warp_row0);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) ldmatrix_x4(q_rope[ks], addr ^ (ks << 5));
   }
@@ -721,19 +710,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
 
     // ---- O += P V for this warpgroup's tile, P from registers ----
     const auto pv_own = [&]() { pv_from_registers<T, kOwnWeights>(o, w, p_pack, v_own, ones_desc); };
-    // P to shared memory for the other warpgroup, four 8 x 8 blocks per
-    // stmatrix: call q stores key blocks 2q and 2q + 1 of both row halves,
-    // at lane_block_addr's addresses. verify_paged_sm90a_tile.cuh's store_p
-    // in the form that keeps one address live: that function's four
-    // addresses made ptxas spill one here, and giving it this form moves the
-    // single-warpgroup kernel's SASS (~4,700 lines, not measured).
+    // P to shared memory for the other warpgroup (store_p).
     const auto store_p = [&]() {
-      const uint32_t chunk0_addr = lane_block_addr(p_own);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
-        stmatrix_x4(chunk0_addr ^ (q << 5), regs);
-      }
+      sm90a::store_p(p_own, warp_row0, p_pack);
       // Warpgroup 1 reads P0 by wgmma (the async proxy); warpgroup 0 reads P1
       // by ldmatrix (the generic proxy, as stmatrix wrote it), which the kP1
       // barrier alone orders. P0's fence stays on the writer's side: the
@@ -764,19 +743,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
         wgmma_commit();
         return;
       }
-      // ldmatrix call q yields k-step q's A fragment as store_p's call q
-      // stored it: the registers go to the wgmma as they come.
-      uint32_t pa[kKeys / 16][4];
-      const uint32_t chunk0_addr = lane_block_addr(p_other_addr);
-#pragma unroll
-      for (int q = 0; q < kKeys / 16; ++q) ldmatrix_x4(pa[q], chunk0_addr ^ (q << 5));
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKeys / 16; ++ks) {
-        wgmma_m64n256k16_rs<T, 1>(o, pa[ks], v_other + ((ks * 16 * 128) >> 4), 1);
-        if constexpr (kOwnWeights) wgmma_m64n8k16_rs<T, 0>(w, pa[ks], ones_desc, 1);
-      }
-      wgmma_commit();
+      uint32_t p_other_pack[2][8];
+      load_p(p_other_addr, warp_row0, p_other_pack);
+      pv_from_registers<T, kOwnWeights>(o, w, p_other_pack, v_other, ones_desc);
     };
 
     if (kWg == 0) {

@@ -152,35 +152,39 @@ __device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o
   normalize_row(a, row_divisor(a, weight), row_half_normalizer(o, half));
 }
 
-// Lane L's address in the [64 rows][64 keys] P block at p_block for
-// stmatrix / ldmatrix .x4 call q (key blocks 2q and 2q + 1 of both row
-// halves): L names row L % 8 of block m = L / 8 (half m % 2, key block
-// 2q + m / 2), whose 16 bytes sit at chunk (key block ^ row) of the row (the
-// 128-byte swizzle).
-__device__ __forceinline__ uint32_t p_lane_addr(uint32_t p_block, int warp_row0, int q) {
+// Lane L's address for ldmatrix / stmatrix .x4 call 0 on an A fragment of
+// this warp's 16 rows in a [64 rows][64 columns] block at `block` (the
+// 128-byte swizzle): lane L names row L % 8 of matrix m = L / 8 (rows
+// warp_row0 + 8 (m % 2), 8-column chunk 2q + m / 2 for call q), whose 16
+// bytes sit at chunk (2q + m / 2) ^ r of the row. Call q's address is this
+// one ^ 32q: a row starts 128-byte aligned, so chunk (c0 ^ 2q) of it is chunk
+// c0's address ^ 32q, and one address stays live across the calls.
+__device__ __forceinline__ uint32_t fragment_lane_addr(uint32_t block, int warp_row0) {
   const int lane = threadIdx.x % 32;
   const int m = lane / 8, r = lane % 8;
-  return p_block + (warp_row0 + 8 * (m % 2) + r) * 128 + ((((2 * q + m / 2) ^ r) & 7) << 4);
+  return block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
 }
 
 // P to the P block, four 8 x 8 blocks per stmatrix. No proxy fence: the
 // other warpgroup loads it by ldmatrix (load_p), the generic proxy, ordered
 // by the barrier between them.
 __device__ __forceinline__ void store_p(uint32_t p_block, int warp_row0, const uint32_t (&p_pack)[2][8]) {
+  const uint32_t addr = fragment_lane_addr(p_block, warp_row0);
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const uint32_t regs[4] = {p_pack[0][2 * q], p_pack[1][2 * q], p_pack[0][2 * q + 1], p_pack[1][2 * q + 1]};
-    stmatrix_x4(p_lane_addr(p_block, warp_row0, q), regs);
+    stmatrix_x4(addr ^ (q << 5), regs);
   }
 }
 
 // store_p's inverse: the P block into this thread's p_pack (exp_pack's
 // accumulator layout), for a P V from registers.
 __device__ __forceinline__ void load_p(uint32_t p_block, int warp_row0, uint32_t (&p_pack)[2][8]) {
+  const uint32_t addr = fragment_lane_addr(p_block, warp_row0);
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t regs[4];
-    ldmatrix_x4(regs, p_lane_addr(p_block, warp_row0, q));
+    ldmatrix_x4(regs, addr ^ (q << 5));
     p_pack[0][2 * q] = regs[0];
     p_pack[1][2 * q] = regs[1];
     p_pack[0][2 * q + 1] = regs[2];
