@@ -710,9 +710,9 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
 
     // ---- O += P V for this warpgroup's tile, P from registers ----
     const auto pv_own = [&]() { pv_from_registers<T, kOwnWeights>(o, w, p_pack, v_own, ones_desc); };
-    // P to shared memory for the other warpgroup (store_p).
-    const auto store_p = [&]() {
-      sm90a::store_p(p_own, warp_row0, p_pack);
+    // P to shared memory for the other warpgroup.
+    const auto hand_over_p = [&]() {
+      store_p(p_own, warp_row0, p_pack);
       // Warpgroup 1 reads P0 by wgmma (the async proxy); warpgroup 0 reads P1
       // by ldmatrix (the generic proxy, as stmatrix wrote it), which the kP1
       // barrier alone orders. P0's fence stays on the writer's side: the
@@ -787,7 +787,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       }
       // Else P goes to warpgroup 1 while the P V that reads the same
       // registers may still run (stmatrix reads them too; nothing writes them).
-      store_p();
+      hand_over_p();
       mbarrier_arrive(blk.hand(kP0));
       if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg0P0);
       wgmma_wait<0>();
@@ -806,7 +806,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     } else {
       if (mine) {
         pv_own();
-        store_p();
+        hand_over_p();
       }
       mbarrier_arrive(blk.hand(kP1));
       if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kWg1P1);

@@ -165,9 +165,10 @@ __device__ __forceinline__ uint32_t fragment_lane_addr(uint32_t block, int warp_
   return block + (warp_row0 + 8 * (m % 2) + r) * 128 + (((m / 2) ^ r) << 4);
 }
 
-// P to the P block, four 8 x 8 blocks per stmatrix. No proxy fence: the
-// other warpgroup loads it by ldmatrix (load_p), the generic proxy, ordered
-// by the barrier between them.
+// P to the P block, four 8 x 8 blocks per stmatrix. No proxy fence: a
+// reader by ldmatrix (load_p) reads through the generic proxy, ordered by the
+// barrier between them; a reader by wgmma (the async proxy) needs the
+// writer's fence_proxy_async_smem after this.
 __device__ __forceinline__ void store_p(uint32_t p_block, int warp_row0, const uint32_t (&p_pack)[2][8]) {
   const uint32_t addr = fragment_lane_addr(p_block, warp_row0);
 #pragma unroll
