@@ -43,6 +43,21 @@
     assert_memory_equal(kdtree_last_error_message(), prefix_, strlen(prefix_));       \
   } while (0)
 
+/* Appends one rule case to a local table `cases` of {p, status, message}
+ * entries, counted by `n`: the params `valid()` returns, changed by `stmt`
+ * (which names them p), and the status and message (after the function's
+ * name) the call must give for them. */
+#define ADD_CASE(params_type, valid, stmt, st, msg)                   \
+  do {                                                                \
+    assert_true(n < (int)(sizeof cases / sizeof cases[0]));           \
+    cases[n].p = valid();                                             \
+    params_type* p = &cases[n].p;                                     \
+    stmt;                                                             \
+    cases[n].status = (st);                                           \
+    cases[n].message = (msg);                                         \
+    ++n;                                                              \
+  } while (0)
+
 /* 1 when a CUDA device is visible (whether or not this build runs on it). */
 static inline int gpu_present(void) {
   return kdtree_prepare(0) != KDTREE_ERROR_NO_DEVICE;

@@ -37,15 +37,7 @@ static void copy_rules(void** state) {
     const char* message;
   } cases[16];
   int n = 0;
-#define CASE(stmt, st, msg)                           \
-  do {                                                \
-    cases[n].p = valid_copy();                        \
-    kdtree_defrag_copy_params* p = &cases[n].p;       \
-    stmt;                                             \
-    cases[n].status = st;                             \
-    cases[n].message = msg;                           \
-    ++n;                                              \
-  } while (0)
+#define CASE(stmt, st, msg) ADD_CASE(kdtree_defrag_copy_params, valid_copy, stmt, st, msg)
   CASE(p->max_moves = -1, KDTREE_ERROR_INVALID_ARGUMENT, "max_moves = -1 is less than 0");
   CASE(p->num_layers = 0, KDTREE_ERROR_INVALID_ARGUMENT, "num_layers = 0 is less than 1");
   CASE(p->row_bytes = 0, KDTREE_ERROR_INVALID_ARGUMENT, "row_bytes = 0 is less than 1");
@@ -108,15 +100,7 @@ static void remap_rules(void** state) {
     const char* message;
   } cases[12];
   int n = 0;
-#define CASE(stmt, st, msg)                           \
-  do {                                                \
-    cases[n].p = valid_remap();                       \
-    kdtree_defrag_remap_params* p = &cases[n].p;      \
-    stmt;                                             \
-    cases[n].status = st;                             \
-    cases[n].message = msg;                           \
-    ++n;                                              \
-  } while (0)
+#define CASE(stmt, st, msg) ADD_CASE(kdtree_defrag_remap_params, valid_remap, stmt, st, msg)
   CASE(p->table_dtype = KDTREE_DTYPE_F32, KDTREE_ERROR_UNSUPPORTED,
        "table_dtype = KDTREE_DTYPE_F32 is not supported here (KDTREE_DTYPE_INT32, "
        "KDTREE_DTYPE_INT64)");
@@ -215,17 +199,12 @@ static void plan_rules(void** state) {
   memset(&moves, POISON, sizeof moves);
   struct {
     kdtree_defrag_plan_params p;
+    kdtree_status status;
     const char* message;
   } cases[12];
   int n = 0;
-#define CASE(stmt, msg)                               \
-  do {                                                \
-    cases[n].p = valid_plan();                        \
-    kdtree_defrag_plan_params* p = &cases[n].p;       \
-    stmt;                                             \
-    cases[n].message = msg;                           \
-    ++n;                                              \
-  } while (0)
+#define CASE(stmt, msg) \
+  ADD_CASE(kdtree_defrag_plan_params, valid_plan, stmt, KDTREE_ERROR_INVALID_ARGUMENT, msg)
   CASE(p->num_requests = -1, "num_requests = -1 is less than 0");
   CASE(p->num_free = -1, "num_free = -1 is less than 0");
   CASE(p->request_indptr = NULL, "request_indptr is NULL");
@@ -241,7 +220,7 @@ static void plan_rules(void** state) {
   char expected[256];
   for (int i = 0; i < n; ++i) {
     snprintf(expected, sizeof expected, "kdtree_defrag_plan: %s", cases[i].message);
-    EXPECT_FAILURE(kdtree_defrag_plan(&cases[i].p), KDTREE_ERROR_INVALID_ARGUMENT, expected);
+    EXPECT_FAILURE(kdtree_defrag_plan(&cases[i].p), cases[i].status, expected);
     assert_untouched(move_src, sizeof move_src, POISON);
     assert_untouched(move_dst, sizeof move_dst, POISON);
     assert_untouched(&moves, sizeof moves, POISON);

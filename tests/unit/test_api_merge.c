@@ -198,15 +198,7 @@ static void contiguous_rules(void** state) {
     const char* message;
   } cases[16];
   int n = 0;
-#define CASE(stmt, st, msg)                 \
-  do {                                      \
-    cases[n].p = valid_contiguous();        \
-    kdtree_verify_contiguous_params* p = &cases[n].p; \
-    stmt;                                   \
-    cases[n].status = st;                   \
-    cases[n].message = msg;                 \
-    ++n;                                    \
-  } while (0)
+#define CASE(stmt, st, msg) ADD_CASE(kdtree_verify_contiguous_params, valid_contiguous, stmt, st, msg)
   CASE(p->q_len = -1, KDTREE_ERROR_INVALID_ARGUMENT, "q_len = -1 is out of range [0, 128]");
   CASE(p->q_len = 129, KDTREE_ERROR_UNSUPPORTED, "q_len = 129 is out of range [0, 128]");
   CASE(p->num_heads = 200, KDTREE_ERROR_UNSUPPORTED, "num_heads = 200 is out of range [1, 128]");
