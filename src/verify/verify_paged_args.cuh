@@ -324,6 +324,17 @@ __host__ __device__ __forceinline__ bool stores_16bit(const PagedArgs& a) {
   return a.num_splits > 1 ? a.partial_dtype != KDTREE_DTYPE_F32 : a.out_dtype != KDTREE_DTYPE_F32;
 }
 
+// Where a kernel's epilogue sends the rows, when the kernel is compiled for
+// one route (the sm_90a kernels' kRoute): 16-bit rows to bf16 partial states
+// (several splits) or to a bf16 / f16 out (one split), or kAnyRoute for a
+// kernel that asks the call (f32 rows there, every route in the portable
+// kernel). route_of: the route of the call's rows.
+constexpr int kAnyRoute = 0, kToPartials = 1, kToOut = 2;
+__host__ __device__ __forceinline__ int route_of(const PagedArgs& a) {
+  if (!stores_16bit(a)) return kAnyRoute;
+  return a.num_splits > 1 ? kToPartials : kToOut;
+}
+
 // The divisor of a row with weight `weight` (P times ones): out_scale applies
 // here (fp8 KV went to the tensor cores unscaled); no visible key divides by 1.
 __device__ __forceinline__ RowDivisor row_divisor(const PagedArgs& a, float weight) {
@@ -364,7 +375,8 @@ __device__ __forceinline__ int64_t partial_state(const PagedArgs& a, int64_t spl
 // the call has one split, else to split `split`'s partial state (written for
 // a row with no visible key too: the merge loads states before it knows
 // which to leave out). The destination and dtype are picked once per row,
-// so the executed store code stays short.
+// so the executed store code stays short; a kernel compiled for one route
+// (kRoute) has only that route's code.
 //
 // A bf16 partial state is stored in whole 32-byte sectors: the four lanes of
 // a quad (lane % 4 = c, dim0 = base + 2c, the mma accumulator layout) hold
@@ -373,12 +385,12 @@ __device__ __forceinline__ int64_t partial_state(const PagedArgs& a, int64_t spl
 // 16m + 4c + 3, one 8-byte store. (Pair-wise 4-byte stores would write
 // half sectors, which cost the SM's path to L2 as much as whole ones.) The
 // quad's lanes call this together.
-template <int kPairs, class Pair>
+template <int kPairs, int kRoute = kAnyRoute, class Pair>
 __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
                                               const Pair& pair) {
-  if (a.num_splits > 1) {
+  if (kRoute == kToPartials || (kRoute == kAnyRoute && a.num_splits > 1)) {
     const int64_t state = partial_state(a, split, t, h);
-    if (a.partial_dtype == KDTREE_DTYPE_F32) {
+    if (kRoute == kAnyRoute && a.partial_dtype == KDTREE_DTYPE_F32) {
       float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
 #pragma unroll
       for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
@@ -405,7 +417,7 @@ __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int
     return;
   }
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim0;
-  if (a.out_dtype == KDTREE_DTYPE_F32) {
+  if (kRoute == kAnyRoute && a.out_dtype == KDTREE_DTYPE_F32) {
     float* dst = static_cast<float*>(a.out) + at;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);

@@ -147,7 +147,10 @@ struct Sm90aBlock {
 
 };
 
-template <class T>
+// kRoute: where the rows go (verify_paged_args.cuh), fixed at compile time
+// for 16-bit rows so that the epilogue, which runs once per block from a cold
+// instruction cache, holds only that route's code.
+template <class T, int kRoute>
 __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -383,16 +386,16 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
     const float weight = blk.red()[kRows + row], l = blk.red()[row];
-    // Divided by the row weight in place (all-ones values give exactly 1),
-    // before the store picks its dtype: one copy of the division code, not one
-    // per store branch (this epilogue runs once per block, from a cold
-    // instruction cache). (The rest of the epilogue is written out here:
-    // verify_paged_sm90a_pingpong.cu's stages its rows and sends them by bulk
-    // copies, and as a function shared with that one it moved this kernel's
-    // register allocation.)
-    normalize_row_half(a, o, half, weight);
+    // Divided by the row weight in place (all-ones values give exactly 1):
+    // 16-bit rows (a fixed kRoute) by the product, f32 rows by the refined
+    // division, one copy of it before the store (this epilogue runs once per
+    // block, from a cold instruction cache). (The rest of the epilogue is
+    // written out here: verify_paged_sm90a_pingpong.cu's stages its rows and
+    // sends them by bulk copies, and as a function shared with that one it
+    // moved this kernel's register allocation.)
+    normalize_row_as<kRoute != kAnyRoute>(row_divisor(a, weight), row_half_normalizer(o, half));
     const int64_t t = req.q_start + token;
-    store_out_row<32>(a, t, h, split, wg * 256 + 2 * c,
+    store_out_row<32, kRoute>(a, t, h, split, wg * 256 + 2 * c,
                       [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
     if (wg == 0 && c == 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
@@ -428,9 +431,18 @@ bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
 #endif
 }
 
+// The kernel for the call's rows (route_of): f32 rows ask the call for their
+// route, 16-bit rows have one kernel per route.
+template <class T>
+auto sm90a_kernel_for(const PagedArgs& a) {
+  const int route = route_of(a);
+  if (route == kAnyRoute) return verify_paged_sm90a_kernel<T, kAnyRoute>;
+  return route == kToPartials ? verify_paged_sm90a_kernel<T, kToPartials> : verify_paged_sm90a_kernel<T, kToOut>;
+}
+
 template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
-  verify_paged_sm90a_kernel<T><<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
+  sm90a_kernel_for<T>(a)<<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
   check_launch("kdtree_verify_paged", "verify_paged_sm90a_kernel");
 #if KDTREE_SM90A_STAMPS
   stamps::print_after_launch(grid_of(a), stream);
@@ -439,8 +451,11 @@ void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
 
 template <class T>
 void prepare_sm90a(size_t smem_optin, const char* function) {
-  allow_dynamic_smem(verify_paged_sm90a_kernel<T>, kSmemBytes, smem_optin, function, "the sm_90a verify tiles",
-                     "verify_paged_sm90a_kernel");
+  for (const auto kernel : {verify_paged_sm90a_kernel<T, kToPartials>, verify_paged_sm90a_kernel<T, kToOut>,
+                            verify_paged_sm90a_kernel<T, kAnyRoute>}) {
+    allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a verify tiles",
+                       "verify_paged_sm90a_kernel");
+  }
 }
 
 template void launch_sm90a<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

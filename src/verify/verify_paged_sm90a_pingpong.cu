@@ -445,9 +445,6 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
                       blk.stage_addr(wg) + r * kStagedPitch<kF32Rows>, kStagedRowBytes<kF32Rows>);
 }
 
-// Where a kernel's epilogue sends the rows (its kRoute).
-constexpr int kAnyRoute = 0, kToPartials = 1, kToOut = 2;
-
 // ---------------------------------------------------------------------------
 // Warpgroups 0 and 1 (kWg): per pair, the QK, softmax and both P V of this
 // warpgroup's output dims; then the epilogue. `blk` is the kernel's view of
@@ -956,9 +953,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 // its tile loop anew, 4% slower per tile.
 template <class T>
 auto pingpong_kernel_for(const PagedArgs& a) {
-  if (!stores_16bit(a)) return verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>;
-  return a.num_splits > 1 ? verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>
-                          : verify_paged_sm90a_pingpong_kernel<T, false, kToOut>;
+  const int route = route_of(a);
+  if (route == kAnyRoute) return verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>;
+  return route == kToPartials ? verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>
+                              : verify_paged_sm90a_pingpong_kernel<T, false, kToOut>;
 }
 
 // (row tiles, requests, splits): the splits slowest, so that a lead plan's

@@ -133,7 +133,7 @@ __device__ __forceinline__ float exp_pack(const float (&s)[32], int half, float 
   return sum;
 }
 
-// The normalize function (verify_paged_args.cuh's normalize_row) for row half
+// The normalize function (verify_paged_args.cuh's normalize_row_as) for row half
 // `half` of a score warpgroup's O (o[4j + 2 half], o[4j + 2 half + 1], j <
 // 32: 256 output dims): each value divided in place.
 __device__ __forceinline__ auto row_half_normalizer(float (&o)[128], int half) {
@@ -144,12 +144,6 @@ __device__ __forceinline__ auto row_half_normalizer(float (&o)[128], int half) {
       o[4 * j + 2 * half + 1] = divide(o[4 * j + 2 * half + 1]);
     }
   };
-}
-
-// That row half divided by the row's weight, in the form the call's dtypes
-// ask for (normalize_row).
-__device__ __forceinline__ void normalize_row_half(const PagedArgs& a, float (&o)[128], int half, float weight) {
-  normalize_row(a, row_divisor(a, weight), row_half_normalizer(o, half));
 }
 
 // Lane L's address for ldmatrix / stmatrix .x4 call 0 on an A fragment of
