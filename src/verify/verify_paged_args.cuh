@@ -384,13 +384,18 @@ __device__ __forceinline__ int64_t partial_state(const PagedArgs& a, int64_t spl
 // of the row; two exchanges within the quad give lane c dims 16m + 4c ..
 // 16m + 4c + 3, one 8-byte store. (Pair-wise 4-byte stores would write
 // half sectors, which cost the SM's path to L2 as much as whole ones.) The
-// quad's lanes call this together.
-template <int kPairs, int kRoute = kAnyRoute, class Pair>
+// quad's lanes call this together. With kWholeWarp every lane of the warp
+// calls it together, `store` false on lanes whose row is not stored, and the
+// exchanges are whole-warp shuffles: a quad's mask in code that may have
+// diverged compiles to a collective sequence around each shuffle (the
+// single-warpgroup kernel's epilogue: ~1,500 instructions against ~500).
+template <int kPairs, int kRoute = kAnyRoute, bool kWholeWarp = false, class Pair>
 __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int h, int split, int dim0,
-                                              const Pair& pair) {
+                                              const Pair& pair, bool store = true) {
   if (kRoute == kToPartials || (kRoute == kAnyRoute && a.num_splits > 1)) {
     const int64_t state = partial_state(a, split, t, h);
     if (kRoute == kAnyRoute && a.partial_dtype == KDTREE_DTYPE_F32) {
+      if (!store) return;
       float* dst = static_cast<float*>(a.partial_out) + state * kLatentDim + dim0;
 #pragma unroll
       for (int j = 0; j < kPairs; ++j) *reinterpret_cast<float2*>(dst + 8 * j) = pair(j);
@@ -398,7 +403,7 @@ __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int
     }
     static_assert(kPairs % 2 == 0, "bf16 states are stored two pairs (16 dims) at a time");
     const int c = threadIdx.x % 4;
-    const unsigned quad = 0xfu << (threadIdx.x % 32 - c);
+    const unsigned quad = kWholeWarp ? 0xffffffffu : 0xfu << (threadIdx.x % 32 - c);
     __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(a.partial_out) + state * kLatentDim + (dim0 - 2 * c) + 4 * c;
 #pragma unroll
     for (int m = 0; m < kPairs / 2; ++m) {
@@ -412,10 +417,11 @@ __device__ __forceinline__ void store_out_row(const PagedArgs& a, int64_t t, int
       const uint32_t lo = c < 2 ? w0 : got2, hi = c < 2 ? got2 : w1;
       const uint32_t got1 = __shfl_xor_sync(quad, c & 1 ? lo : hi, 1);
       const uint2 words = c & 1 ? make_uint2(got1, hi) : make_uint2(lo, got1);
-      *reinterpret_cast<uint2*>(dst + 16 * m) = words;
+      if (store) *reinterpret_cast<uint2*>(dst + 16 * m) = words;
     }
     return;
   }
+  if (!store) return;
   const int64_t at = t * a.out_stride_token + h * a.out_stride_head + dim0;
   if (kRoute == kAnyRoute && a.out_dtype == KDTREE_DTYPE_F32) {
     float* dst = static_cast<float*>(a.out) + at;

@@ -381,8 +381,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   __syncthreads();
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
+    // Padding rows (token -1) go through the same code, unstored: the warp
+    // stays converged for store_out_row's whole-warp exchanges.
     const int token = row_token(half);
-    if (token < 0) continue;
+    const bool stored = token >= 0;
     const int row = warp_row0 + g + 8 * half;
     const int h = blk.row0 + row - token * a.num_heads;
     const float weight = blk.red()[kRows + row], l = blk.red()[row];
@@ -395,9 +397,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     // moved this kernel's register allocation.)
     normalize_row_as<kRoute != kAnyRoute>(row_divisor(a, weight), row_half_normalizer(o, half));
     const int64_t t = req.q_start + token;
-    store_out_row<32, kRoute>(a, t, h, split, wg * 256 + 2 * c,
-                      [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); });
-    if (wg == 0 && c == 0) {
+    store_out_row<32, kRoute, true>(
+        a, t, h, split, wg * 256 + 2 * c,
+        [&](int j) { return make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]); }, stored);
+    if (stored && wg == 0 && c == 0) {
       // l == 0: no visible key. A NaN l (NaN in q or a key) propagates.
       store_lse(a, t, h, split, l != 0.f ? (m_run[half] + log2f(l)) * 0.69314718055994531f : kNegInf);
     }
