@@ -450,11 +450,12 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
 // warpgroup's output dims; then the epilogue. `blk` is the kernel's view of
 // the block, live across the register move before the call (setmaxnreg.inc
 // keeps registers; 0 spills).
-// kF32Rows: the rows go out in f32 (!stores_16bit), each warpgroup sums its
-// own weights. kRoute: where the rows go (partial states with several
-// splits, else out), or kAnyRoute for a kernel that asks the call.
-template <class T, int kWg, bool kF32Rows, int kRoute>
+// kRoute: where the rows go (partial states with several splits, else out),
+// or kAnyRoute for the kernel of f32 rows (route_of), which asks the call;
+// with f32 rows (kF32Rows) each warpgroup sums its own weights.
+template <class T, int kWg, int kRoute>
 __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
+  constexpr bool kF32Rows = kRoute == kAnyRoute;
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
   const PagedArgs& a = blk.a;
@@ -872,7 +873,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   }
 }
 
-template <class T, bool kF32Rows, int kRoute>
+template <class T, int kRoute>
 __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -927,10 +928,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     if (wg == 0) {
       warpgroup_regs_inc<kWg0Regs>();
       if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
-      score_warpgroup<T, 0, kF32Rows, kRoute>(blk);
+      score_warpgroup<T, 0, kRoute>(blk);
     } else {
       warpgroup_regs_inc<kWg1Regs>();
-      score_warpgroup<T, 1, kF32Rows, kRoute>(blk);
+      score_warpgroup<T, 1, kRoute>(blk);
     }
     return;
   }
@@ -954,9 +955,9 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 template <class T>
 auto pingpong_kernel_for(const PagedArgs& a) {
   const int route = route_of(a);
-  if (route == kAnyRoute) return verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>;
-  return route == kToPartials ? verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>
-                              : verify_paged_sm90a_pingpong_kernel<T, false, kToOut>;
+  if (route == kAnyRoute) return verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>;
+  return route == kToPartials ? verify_paged_sm90a_pingpong_kernel<T, kToPartials>
+                              : verify_paged_sm90a_pingpong_kernel<T, kToOut>;
 }
 
 // (row tiles, requests, splits): the splits slowest, so that a lead plan's
@@ -977,9 +978,9 @@ void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
 
 template <class T>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
-  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, false, kToPartials>,
-                            verify_paged_sm90a_pingpong_kernel<T, false, kToOut>,
-                            verify_paged_sm90a_pingpong_kernel<T, true, kAnyRoute>}) {
+  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, kToPartials>,
+                            verify_paged_sm90a_pingpong_kernel<T, kToOut>,
+                            verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>}) {
     allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a ping-pong verify tiles",
                        "verify_paged_sm90a_pingpong_kernel");
   }
