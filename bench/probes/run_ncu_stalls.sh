@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Warp-stall reasons of the ping-pong kernel, one launch per version and shape,
-# under Nsight Compute (clocks locked, caches flushed: the figures locate time,
-# they are not the benchmark's). Versions are trees exported by
+# Warp-stall reasons of a verify kernel (the ping-pong unless NCU_KERNEL says),
+# one launch per version and shape, under Nsight Compute (clocks locked, caches
+# flushed: the figures locate time, they are not the benchmark's). Versions are trees exported by
 # `scripts/ab_bench.sh export` (carry .ab), built by `scripts/ab_bench.sh build`.
 #
 #   device: bash bench/probes/run_ncu_stalls.sh S5 main pad32
@@ -13,6 +13,8 @@
 # adds the memory sections and prints the L1 / L2 / DRAM traffic (sectors,
 # requests, hit rate, the L2 fabric between its two partitions).
 # NCU_BENCH_ARGS adds bench.py arguments (e.g. --contiguous-slots).
+# NCU_KERNEL names another kernel to profile, as a regex (default
+# pingpong_kernel; S8's split kernel is verify_paged_sm90a_kernel).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 shape=$1; shift
@@ -28,7 +30,7 @@ for name in "$@"; do
   csv="$out/ncu-$name-$shape.csv"
   KDTREE_KERNELS_LIB="$PWD/build-ab-$name/libkdtree_kernels_c.so" \
     ncu --section SpeedOfLight --section WarpStateStats --section SourceCounters "${memory_sections[@]}" \
-        -k regex:pingpong_kernel -s 2 -c 1 \
+        -k "regex:${NCU_KERNEL:-pingpong_kernel}" -s 2 -c 1 \
         -f -o "/tmp/ncu-$name-$shape" \
         python3 bench/bench.py --peers none --quick --shapes "$shape" ${NCU_BENCH_ARGS:-} \
         > "$out/ncu-$name-$shape.log" 2>&1 || true
