@@ -352,8 +352,8 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       uint32_t p_pack[2][8];
       load_p(base + kOffP, warp_row0, p_pack);
       rescale_o(scale_old);
-      float no_weights[4];  // (not written: the rows' weights are warpgroup 0's)
-      pv_from_registers<T, false>(o, no_weights, p_pack, v_desc + stage_off, ones_desc);
+      // (w not written: the rows' weights are warpgroup 0's)
+      pv_from_registers<T, false>(o, w, p_pack, v_desc + stage_off, ones_desc);
       wgmma_wait<0>();
     }
   }
