@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tile_sweep import fit  # noqa: E402  (this folder is on sys.path when run as a script)
 
 LAYERS, ROW = 61, 1152
+MOVE_BYTES = 2 * LAYERS * ROW  # read and written per move
+AB_MOVES = 4096                # the ab mode's copy (bench_defrag's default)
 NUM_SLOTS = int(os.environ.get("DEFRAG_NUM_SLOTS", 1 << 17))
 
 
@@ -36,6 +38,11 @@ def inputs(torch, bd, moves):
         sys.exit(f"defrag_ab: {moves} moves need {2 * moves} slots, the pool has {NUM_SLOTS}")
     kv, bases = bd.make_layers(LAYERS, NUM_SLOTS, ROW)
     return kv, bases, torch.randperm(NUM_SLOTS, device="cuda")
+
+
+def efficiency(nbytes, ms, copy_bw):
+    """nbytes moved in ms against the reference copy's bandwidth."""
+    return nbytes / (ms * 1e-3) / copy_bw
 
 
 def sweep(counts, reps):
@@ -52,13 +59,12 @@ def sweep(counts, reps):
         ms = bd.time_cuda(run, reps, flush.clean)
         rows.append((m, ms))
     icpt, slope, _ = fit([m for m, _ in rows], [t for _, t in rows])
-    per_move = 2 * LAYERS * ROW
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
     print(f"{'moves':>7} {'ms':>9} {'eff':>6} {'fit ms':>9}")
     for m, t in rows:
-        print(f"{m:>7} {t:>9.4f} {m * per_move / (t * 1e-3) / copy_bw:>6.3f} {icpt + slope * m:>9.4f}")
+        print(f"{m:>7} {t:>9.4f} {efficiency(m * MOVE_BYTES, t, copy_bw):>6.3f} {icpt + slope * m:>9.4f}")
     print(f"fixed cost {icpt * 1e3:.2f} us; per 1000 moves {slope * 1e6:.2f} us; "
-          f"slope efficiency {per_move / (slope * 1e-3) / copy_bw:.3f}")
+          f"slope efficiency {efficiency(MOVE_BYTES, slope, copy_bw):.3f}")
 
 
 def ab(builds, iters, reps):
@@ -66,8 +72,8 @@ def ab(builds, iters, reps):
     import bench_defrag as bd
     flush = bd.Flush()
     copy_bw = bd.copy_bandwidth(flush, reps)
-    kv, bases, perm = inputs(torch, bd, 4096)
-    src, dst = perm[:4096].contiguous(), perm[4096:8192].contiguous()
+    kv, bases, perm = inputs(torch, bd, AB_MOVES)
+    src, dst = perm[:AB_MOVES].contiguous(), perm[AB_MOVES:2 * AB_MOVES].contiguous()
     names, copies = [], []
     for spec in builds:
         name, path = spec.split("=", 1)
@@ -75,13 +81,12 @@ def ab(builds, iters, reps):
         copies.append(bd.copy_runner(bd.load_library(path), kv, bases, src, dst, check_layer=LAYERS - 1))
     # bench.py's interleaved timing (timing.Timer), behind bench_defrag's flush.
     times = flush.timer.cold_ms_interleaved(copies, iters)
-    moved = 2 * 4096 * LAYERS * ROW
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s; {iters} calls each, interleaved")
     print(f"{'build':<16}{'median ms':>10}{'eff':>7}{'p10..p90 ms':>18}")
     for name, t in zip(names, times):
         q = statistics.quantiles(t, n=10)
         ms = statistics.median(t)
-        print(f"{name:<16}{ms:>10.4f}{moved / (ms * 1e-3) / copy_bw:>7.4f}{q[0]:>10.4f}..{q[-1]:.4f}")
+        print(f"{name:<16}{ms:>10.4f}{efficiency(AB_MOVES * MOVE_BYTES, ms, copy_bw):>7.4f}{q[0]:>10.4f}..{q[-1]:.4f}")
 
 
 if __name__ == "__main__":
