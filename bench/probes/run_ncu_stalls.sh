@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Warp-stall reasons of a verify kernel (the ping-pong unless NCU_KERNEL says),
 # one launch per version and shape, under Nsight Compute (clocks locked, caches
-# flushed: the figures locate time, they are not the benchmark's). Versions are trees exported by
-# `scripts/ab_bench.sh export` (carry .ab), built by `scripts/ab_bench.sh build`.
+# flushed: the figures locate time, they are not the benchmark's). Versions are
+# trees exported by `scripts/ab_bench.sh export` (carry .ab), built by
+# `scripts/ab_bench.sh build`.
 #
 #   device: bash bench/probes/run_ncu_stalls.sh S5 main pad32
 #
