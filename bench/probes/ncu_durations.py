@@ -9,6 +9,8 @@ runs once per peer), and each side's line fixed + per_tile x tiles. Each
 file's tile counts are those tile_sweep.py printed into it (its prefix line).
 
     python3 bench/probes/ncu_durations.py CSV [...]
+    python3 bench/probes/ncu_durations.py --plain CSV [...]   (each file's medians alone:
+        run_ncu_durations.sh's versions of one shape, no tile lines, no fit)
     python3 bench/probes/ncu_durations.py --kernel-regex   (ncu -k's filter for those kernels)
 """
 
@@ -88,12 +90,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", help="ncu's CSV of one tile_sweep.py --peer prefix")
     ap.add_argument("--kernel-regex", action="store_true", help="print ncu -k's filter for the kernels read, and exit")
+    ap.add_argument("--plain", action="store_true", help="each file's kernel medians and call time, no tiles or fit")
     args = ap.parse_args(argv)
     if args.kernel_regex:
         print(kernel_regex())
         return 0
     if not args.files:
         ap.error("no CSV files")
+    if args.plain:
+        for path in args.files:
+            medians = durations_us(path)
+            parts = ", ".join(f"{part} {us:.2f}" for (side, part), us in sorted(medians.items()) if side == "ours")
+            print(f"{os.path.basename(path)}: {parts}; per call {per_call_us(medians, 'ours'):.2f} us")
+        return 0
     points = {"ours": [], "flashmla": []}
     for path in args.files:
         ours_tiles, peer_tiles = tiles_of(path)

@@ -85,3 +85,16 @@ def test_main_fits_both_lines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ours per call: 30.0 us fixed + 2.000 us per tile" in out
     assert "flashmla per call: 30.0 us fixed + 1.900 us per tile" in out
+
+
+def test_plain_prints_each_files_medians_and_call(tmp_path, capsys):
+    path = write(tmp_path, [
+        row(0, "void kdtree::verify_paged_sm90a_kernel<bf16, 1>(PagedArgs)", "34,560"),
+        row(1, "void kdtree::verify_split_merge_kernel<1, bf16>(PagedArgs)", "7,808"),
+        row(2, "void kdtree::verify_paged_sm90a_kernel<bf16, 1>(PagedArgs)", "34,016"),
+        row(3, "void kdtree::verify_split_merge_kernel<1, bf16>(PagedArgs)", "7,968"),
+        row(4, "void kdtree::verify_paged_sm90a_kernel<bf16, 1>(PagedArgs)", "35,040"),
+        row(5, "void kdtree::verify_split_merge_kernel<1, bf16>(PagedArgs)", "8,064"),
+    ])
+    assert ncu_durations.main(["--plain", path]) == 0
+    assert capsys.readouterr().out.strip() == "P.csv: merge 7.97, split kernel 34.56; per call 42.53 us"
