@@ -88,7 +88,8 @@ def per_call_us(medians: Dict[Tuple[str, str], float], side: str) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="*", help="ncu's CSV of one tile_sweep.py --peer prefix")
+    ap.add_argument("files", nargs="*",
+                    help="ncu's CSV of one tile_sweep.py --peer prefix (with --plain: of any verify run)")
     ap.add_argument("--kernel-regex", action="store_true", help="print ncu -k's filter for the kernels read, and exit")
     ap.add_argument("--plain", action="store_true", help="each file's kernel medians and call time, no tiles or fit")
     args = ap.parse_args(argv)
