@@ -4,6 +4,7 @@
 //   warpgroup 0 issues a long run of one wgmma shape and times it (clock64):
 //     qk_ss   m64n64k16, A and B from shared memory (the QK, Q and K in smem)
 //     qk_rs   m64n64k16, A from registers (Q's fragments), B from smem
+//     qk16_ss m64n16k16, A and B from shared memory (a short tile's QK)
 //     pv_rs   m64n256k16, A from registers (P), B from smem read MN-major (V)
 //     pv_ss   m64n256k16, A and B from smem (the other warpgroup's P)
 //     none    no wgmma (the copy stream's own rate)
@@ -54,8 +55,8 @@ using T = __nv_bfloat16;
 
 namespace {
 
-enum Mode : int { kQkSs = 0, kQkRs, kPvRs, kPvSs, kNone };
-const char* const kModeNames[] = {"qk_ss", "qk_rs", "pv_rs", "pv_ss", "none"};
+enum Mode : int { kQkSs = 0, kQkRs, kQk16Ss, kPvRs, kPvSs, kNone };
+const char* const kModeNames[] = {"qk_ss", "qk_rs", "qk16_ss", "pv_rs", "pv_ss", "none"};
 enum Copy : int { kNoCopy = 0, kCpAsync, kBulk, kTma };
 const char* const kCopyNames[] = {"alone", "cp.async", "bulk", "tma"};
 constexpr int kRowBytes = 1152;  // one bf16 KV row of 576
@@ -194,9 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     constexpr bool kPv = kMode == kPvRs || kMode == kPvSs;
-    float d[kPv ? 128 : 32];  // the mode's accumulator: P V's m64n256 or the QK's m64n64
+    constexpr int kAcc = kPv ? 128 : kMode == kQk16Ss ? 8 : 32;
+    float d[kAcc];  // the mode's accumulator: P V's m64n256, the QK's m64n64 or m64n16
 #pragma unroll
-    for (int i = 0; i < (kPv ? 128 : 32); ++i) d[i] = 0.f;
+    for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
     // Four A fragments (as Q's rope block or P's four k-steps in the kernels).
     uint32_t a_frag[4][4];
 #pragma unroll
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const long long t0 = clock64();
     for (int rep = 0; rep < kReps; ++rep) {
       wgmma_fence();
-      if constexpr (kMode == kQkSs || kMode == kQkRs) {
+      if constexpr (kMode == kQkSs || kMode == kQkRs || kMode == kQk16Ss) {
 #pragma unroll
         for (int db = 0; db < 9; ++db) {
 #pragma unroll
@@ -218,6 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t step = (db * kBlock + ks * 32) >> 4;
             if constexpr (kMode == kQkSs) {
               wgmma_m64n64k16<T, 0>(d, a_desc + step, k_desc + step, 1);
+            } else if constexpr (kMode == kQk16Ss) {
+              wgmma_m64n16k16<T, 0>(d, a_desc + step, k_desc + step, 1);
             } else {
               wgmma_m64n64k16_rs<T, 0>(d, a_frag[ks], k_desc + step, 1);
             }
@@ -248,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const long long t1 = clock64();
     float acc = 0.f;
 #pragma unroll
-    for (int i = 0; i < (kPv ? 128 : 32); ++i) acc += d[i];
+    for (int i = 0; i < kAcc; ++i) acc += d[i];
     if (threadIdx.x == 0) {
       *done = 1;
       out[blockIdx.x].mma_clocks = t1 - t0;
@@ -308,22 +312,23 @@ void run(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev
   for (int b = 0; b < sms; ++b) {
     mma += host[b].mma_clocks;
     if (host[b].copy_bytes < 0) {
-      std::printf("%-6s %-8s a copy batch never landed (block %d)\n", kModeNames[kMode], kCopyNames[kCopy], b);
+      std::printf("%-7s %-8s a copy batch never landed (block %d)\n", kModeNames[kMode], kCopyNames[kCopy], b);
       return;
     }
     if (host[b].copy_clocks > 0) copy_bpc += double(host[b].copy_bytes) / host[b].copy_clocks;
   }
   mma /= sms;
-  const int per_run = kMode == kQkSs || kMode == kQkRs ? 36 : 16;
+  const int per_run = kMode == kQkSs || kMode == kQkRs || kMode == kQk16Ss ? 36 : 16;
   const double clocks = mma / (kReps * double(per_run));
   // Shared-memory bytes the wgmma reads per instruction (A from smem: 2 KB; B:
-  // 2 KB for n64, 8 KB for n256).
-  const double smem_bytes = kMode == kQkSs   ? 4096
-                            : kMode == kQkRs ? 2048
+  // 2 KB for n64, 512 B for n16, 8 KB for n256).
+  const double smem_bytes = kMode == kQkSs     ? 4096
+                            : kMode == kQkRs   ? 2048
+                            : kMode == kQk16Ss ? 2560
                             : kMode == kPvRs ? 8192
                             : kMode == kPvSs ? 10240
                                              : 0;
-  std::printf("%-6s %-8s clocks/wgmma %7.2f  wgmma smem B/clk %6.1f  copy B/clk/SM %6.1f\n", kModeNames[kMode],
+  std::printf("%-7s %-8s clocks/wgmma %7.2f  wgmma smem B/clk %6.1f  copy B/clk/SM %6.1f\n", kModeNames[kMode],
               kCopyNames[kCopy], kMode == kNone ? 0.0 : clocks, kMode == kNone ? 0.0 : smem_bytes / clocks,
               copy_bpc / sms);
 }
@@ -333,6 +338,7 @@ void run_all(const unsigned char* pool, const CUtensorMap& map, int sms, Result*
   if constexpr (kCopy != kNoCopy) run<kNone, kCopy>(pool, map, sms, dev, host);
   run<kQkSs, kCopy>(pool, map, sms, dev, host);
   run<kQkRs, kCopy>(pool, map, sms, dev, host);
+  run<kQk16Ss, kCopy>(pool, map, sms, dev, host);
   run<kPvRs, kCopy>(pool, map, sms, dev, host);
   run<kPvSs, kCopy>(pool, map, sms, dev, host);
 }

@@ -81,6 +81,15 @@ __device__ __forceinline__ void fence_proxy_async_acquire_smem() {
     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
     : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 
+#define KDTREE_WGMMA_M64N16K16(TY)                                                   \
+  asm volatile(                                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                        \
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " "                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7}, " \
+    "%8, %9, p, 1, 1, 0, %11;\n}\n"                                                 \
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+    : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransB))
+
 // The m64n64 accumulator as asm operands %0..%31: its registers, register
 // list and in-out constraints (the SS and RS forms share them, and the
 // m64n256 lists below begin with them).
@@ -184,10 +193,12 @@ KDTREE_WGMMA_DEFINE(wgmma_m64n256k16_rs, KDTREE_WGMMA_M64N256K16_RS, 128, const 
 
 // D[64 x N] (+)= A[64 x 16] * B[16 x N], A and B from shared memory.
 KDTREE_WGMMA_DEFINE(wgmma_m64n8k16, KDTREE_WGMMA_M64N8K16, 4, uint64_t desc_a)
+KDTREE_WGMMA_DEFINE(wgmma_m64n16k16, KDTREE_WGMMA_M64N16K16, 8, uint64_t desc_a)
 KDTREE_WGMMA_DEFINE(wgmma_m64n64k16, KDTREE_WGMMA_M64N64K16, 32, uint64_t desc_a)
 KDTREE_WGMMA_DEFINE(wgmma_m64n256k16, KDTREE_WGMMA_M64N256K16, 128, uint64_t desc_a)
 #undef KDTREE_WGMMA_DEFINE
 #undef KDTREE_WGMMA_M64N8K16
+#undef KDTREE_WGMMA_M64N16K16
 #undef KDTREE_WGMMA_M64N64K16
 #undef KDTREE_WGMMA_M64N256K16
 #undef KDTREE_WGMMA_D32_REGS
