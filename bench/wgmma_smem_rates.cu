@@ -325,9 +325,9 @@ void run(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev
   const double smem_bytes = kMode == kQkSs     ? 4096
                             : kMode == kQkRs   ? 2048
                             : kMode == kQk16Ss ? 2560
-                            : kMode == kPvRs ? 8192
-                            : kMode == kPvSs ? 10240
-                                             : 0;
+                            : kMode == kPvRs   ? 8192
+                            : kMode == kPvSs   ? 10240
+                                               : 0;
   std::printf("%-7s %-8s clocks/wgmma %7.2f  wgmma smem B/clk %6.1f  copy B/clk/SM %6.1f\n", kModeNames[kMode],
               kCopyNames[kCopy], kMode == kNone ? 0.0 : clocks, kMode == kNone ? 0.0 : smem_bytes / clocks,
               copy_bpc / sms);
