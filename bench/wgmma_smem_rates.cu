@@ -57,6 +57,8 @@ namespace {
 
 enum Mode : int { kQkSs = 0, kQkRs, kQk16Ss, kPvRs, kPvSs, kNone };
 const char* const kModeNames[] = {"qk_ss", "qk_rs", "qk16_ss", "pv_rs", "pv_ss", "none"};
+// A QK mode: a run is 36 wgmma over Q's nine column blocks (else 16 P V steps).
+__host__ __device__ constexpr bool is_qk(int mode) { return mode == kQkSs || mode == kQkRs || mode == kQk16Ss; }
 enum Copy : int { kNoCopy = 0, kCpAsync, kBulk, kTma };
 const char* const kCopyNames[] = {"alone", "cp.async", "bulk", "tma"};
 constexpr int kRowBytes = 1152;  // one bf16 KV row of 576
@@ -212,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const long long t0 = clock64();
     for (int rep = 0; rep < kReps; ++rep) {
       wgmma_fence();
-      if constexpr (kMode == kQkSs || kMode == kQkRs || kMode == kQk16Ss) {
+      if constexpr (is_qk(kMode)) {
 #pragma unroll
         for (int db = 0; db < 9; ++db) {
 #pragma unroll
@@ -318,7 +320,7 @@ void run(const unsigned char* pool, const CUtensorMap& map, int sms, Result* dev
     if (host[b].copy_clocks > 0) copy_bpc += double(host[b].copy_bytes) / host[b].copy_clocks;
   }
   mma /= sms;
-  const int per_run = kMode == kQkSs || kMode == kQkRs || kMode == kQk16Ss ? 36 : 16;
+  const int per_run = is_qk(kMode) ? 36 : 16;
   const double clocks = mma / (kReps * double(per_run));
   // Shared-memory bytes the wgmma reads per instruction (A from smem: 2 KB; B:
   // 2 KB for n64, 512 B for n16, 8 KB for n256).
