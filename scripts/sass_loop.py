@@ -24,6 +24,9 @@ probe whose loop changed measures its new schedule as much as itself
   scripts/sass_loop.py --base HEAD~1    the working tree and a git revision
   scripts/sass_loop.py --source src/verify/verify_paged_sm90a_pingpong.cu
       the same report for another kernel file
+  scripts/sass_loop.py --base main --to-back-edge
+      the loop up to its back edge: for a tree with P V code after the loop
+      (a short last tile, docs/probe_patches/s46-3-short-tile-after-loop.patch)
   scripts/sass_loop.py --base HEAD --same [--source src/defrag/copy.cu]
       whether every kernel of the file compiles to the same instructions in
       both (symbol names aside): the check behind "SASS identical" in a
@@ -83,17 +86,26 @@ def compile_tree(tree: str, work: str, source: str = SOURCE) -> tuple:
     return registers, sass.stdout
 
 
-def instructions(sass: str) -> dict:
+def instructions(sass: str, labels: dict = None) -> dict:
     """Instruction texts per function, without addresses, comments and symbol
-    operands (`(name): a call or return target's mangled name)."""
+    operands (`(name): a call or return target's mangled name). With `labels`,
+    also each function's labels: labels[function][label] = the index of the
+    instruction that follows it."""
     out, current = {}, None
     for line in sass.splitlines():
         m = re.match(r"\s*\.text\.(\S+):", line)
         if m:
             current = m.group(1)
             out[current] = []
+            if labels is not None:
+                labels[current] = {}
             continue
-        text = re.sub(r"`\([^)]*\)", "", re.sub(r"/\*[0-9a-f]*\*/", "", line).split(";")[0]).strip()
+        raw = re.sub(r"/\*[0-9a-f]*\*/", "", line).split(";")[0]
+        # (a branch keeps its target label: `(.L_x_N) -> .L_x_N)
+        text = re.sub(r"`\([^)]*\)", "", re.sub(r"`\((\.L_x_\d+)\)", r"\1", raw)).strip()
+        if current is not None and labels is not None and re.fullmatch(r"\.L_x_\d+:", text):
+            labels[current][text[:-1]] = len(out[current])
+            continue
         if current is None or not text or text.startswith((".", "/")) or text.endswith(":"):
             continue
         out[current].append(text)
@@ -129,12 +141,22 @@ def same(base: str, tree: str, source: str) -> int:
     return 1 if differ else 0
 
 
-def loop_range(ops: list):
+def loop_range(ops: list, texts: list = None, labels: dict = None):
     """[first, last] of the tile loop in a kernel's opcodes: from its first QK wgmma to
-    its last P V wgmma; None when the kernel has none."""
+    its last P V wgmma; None when the kernel has none. Given the texts and labels
+    (--to-back-edge), the last P V wgmma before the first backward branch after the
+    first QK wgmma to a label at or before it (the loop's back edge), so that code
+    after the loop with P V wgmmas of its own stays out. (In the ping-pong kernel
+    that is warpgroup 0's loop alone.)"""
     first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
-    last = max((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x256")), default=None)
-    return None if first is None or last is None else (first, last)
+    if first is None:
+        return None
+    end = len(ops)
+    if texts is not None and labels:
+        end = next((i for i, text in enumerate(texts) if i > first and ops[i] == "BRA"
+                    and (m := re.search(r"(\.L_x_\d+)", text)) and labels.get(m.group(1), i) <= first), end)
+    last = max((i for i, op in enumerate(ops[:end]) if op.startswith("HGMMA.64x256")), default=None)
+    return None if last is None or last < first else (first, last)
 
 
 def renamed(text: str) -> str:
@@ -163,15 +185,15 @@ def loop_change(old: list, new: list) -> int:
     return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
 
-def report(label: str, tree: str, source: str = SOURCE) -> dict:
+def report(label: str, tree: str, source: str = SOURCE, to_back_edge: bool = False) -> dict:
     """Prints each kernel's line; returns its loop's instruction texts by kernel, in name order."""
     with tempfile.TemporaryDirectory() as work:
         registers, sass = compile_tree(tree, work, source)
-    loops = {}
-    for (name, text), regs in zip(sorted(instructions(sass).items()), registers or ["?"] * 8):
+    loops, labels = {}, {}
+    for (name, text), regs in zip(sorted(instructions(sass, labels).items()), registers or ["?"] * 8):
         ops = opcodes(text)
         dtype = "bf16" if "bfloat16" in name else "f16" if "half" in name else name[-30:]
-        span = loop_range(ops)
+        span = loop_range(ops, text, labels[name]) if to_back_edge else loop_range(ops)
         if span is None:
             print(f"{label} {dtype}: no tile loop found")
             continue
@@ -189,6 +211,8 @@ def main() -> int:
     ap.add_argument("--same", action="store_true", help="with --base: whole-file instruction identity "
                     "(exit 1 when any function differs)")
     ap.add_argument("--source", default=SOURCE, help=f"the .cu file to compile (default {SOURCE})")
+    ap.add_argument("--to-back-edge", action="store_true", help="end each loop at its back edge, not at "
+                    "the kernel's last P V wgmma (a kernel with P V code after its loop: a short last tile)")
     args = ap.parse_args()
     if args.same and not args.base:
         ap.error("--same needs --base")
@@ -198,8 +222,8 @@ def main() -> int:
             subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
             if args.same:
                 return same(base, ROOT, args.source)
-            old = report(args.base[:10], base, args.source)
-    loops = report("tree", ROOT, args.source)
+            old = report(args.base[:10], base, args.source, args.to_back_edge)
+    loops = report("tree", ROOT, args.source, args.to_back_edge)
     if args.base:
         base_loops = {kernel_key(name): text for name, text in old.items()}
         for name, text in sorted(loops.items()):
