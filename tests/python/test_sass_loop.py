@@ -1,5 +1,6 @@
 """scripts/sass_loop.py's SASS parsing and loop comparison (no nvcc, no GPU): a kernel's
-instructions from nvdisasm text, its tile loop's bounds, the kernel key that pairs two trees'
+instructions and labels from nvdisasm text, its tile loop's bounds (to its last P V wgmma, or
+to its back edge), the kernel key that pairs two trees'
 kernels, and how many loop instructions changed once registers, predicates, labels and
 addresses are renamed away."""
 
@@ -27,15 +28,47 @@ SASS = f"""
 
 
 def test_instructions_drop_addresses_encodings_and_labels():
-    texts = sass_loop.instructions(SASS)[KERNEL]
+    labels = {}
+    texts = sass_loop.instructions(SASS, labels)[KERNEL]
     assert texts == ["LDC R1, c[0x0][0x28]", "MOV R2, 0x10", "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24",
-                     "@!P0 BRA", "FMUL R3, R4, R5", "HGMMA.64x256x16.F32.BF16 R40, R8, gdesc[UR8], R40", "EXIT"]
+                     "@!P0 BRA .L_x_1", "FMUL R3, R4, R5", "HGMMA.64x256x16.F32.BF16 R40, R8, gdesc[UR8], R40",
+                     "EXIT"]
+    assert labels == {KERNEL: {".L_x_1": 2}}  # the label, by the instruction after it
+    assert sass_loop.instructions(SASS)[KERNEL] == texts
 
 
 def test_loop_range_runs_from_the_first_qk_to_the_last_p_v_wgmma():
     ops = sass_loop.kernels(SASS)[KERNEL]
     assert sass_loop.loop_range(ops) == (2, 5)
     assert sass_loop.loop_range(["MOV", "EXIT"]) is None
+
+
+# A tile loop with a P V wgmma of its own, then a short tile's P V after the loop.
+AFTER_LOOP = f"""
+.text.{KERNEL}:
+        /*0000*/                   MOV R2, 0x10 ;
+.L_x_3:
+        /*0010*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24 ;
+        /*0020*/                   HGMMA.64x256x16.F32.BF16 R40, R8, gdesc[UR8], R40 ;
+        /*0030*/              @!P0 BRA `(.L_x_3) ;
+        /*0040*/                   HGMMA.64x16x16.F32.BF16 R24, gdesc[UR4], R24 ;
+        /*0050*/                   HGMMA.64x256x16.F32.BF16 R40, R8, gdesc[UR8], R40 ;
+        /*0060*/                   EXIT ;
+.L_x_4:
+        /*0070*/                   BRA `(.L_x_3) ;
+"""
+
+
+def test_loop_range_to_the_back_edge_leaves_the_code_after_the_loop_out():
+    labels = {}
+    texts = sass_loop.instructions(AFTER_LOOP, labels)[KERNEL]
+    ops = sass_loop.opcodes(texts)
+    assert sass_loop.loop_range(ops) == (1, 5)
+    # The back edge is the first backward branch after the QK (not the retry stub at the end).
+    assert sass_loop.loop_range(ops, texts, labels[KERNEL]) == (1, 2)
+    # Without a back edge, as without labels.
+    assert sass_loop.loop_range(ops[:3], texts[:3], labels[KERNEL]) == (1, 2)
+    assert sass_loop.loop_range(ops, texts, {}) == (1, 5)
 
 
 def test_kernel_key_drops_the_anonymous_namespace_and_the_parameters():
