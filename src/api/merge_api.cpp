@@ -40,25 +40,21 @@ bool validate_merge(const Checker& c, const kdtree_merge_params* p, bool device)
 
   const size_t states_bytes = dtype_bytes(p->states_dtype);
   const size_t out_bytes = dtype_bytes(p->out_dtype);
-  c.strided_span({{"states_stride_state", p->num_states, p->states_stride_state},
-                  {"states_stride_token", p->num_tokens, p->states_stride_token},
-                  {"states_stride_head", p->num_heads, p->states_stride_head}},
-                 p->head_dim, states_bytes, "states");
+  const std::initializer_list<Dim> states_dims = {
+      {"states_stride_state", p->num_states, p->states_stride_state},
+      {"states_stride_token", p->num_tokens, p->states_stride_token},
+      {"states_stride_head", p->num_heads, p->states_stride_head}};
+  const std::initializer_list<Dim> out_dims = {{"out_stride_token", p->num_tokens, p->out_stride_token},
+                                               {"out_stride_head", p->num_heads, p->out_stride_head}};
+  c.strided_span(states_dims, p->head_dim, states_bytes, "states");
   c.product(c.product(p->num_states, p->num_tokens, "num_states * num_tokens (states_lse)"),
             p->num_heads, "num_states * num_tokens * num_heads (states_lse)");
-  c.strided_span({{"out_stride_token", p->num_tokens, p->out_stride_token},
-                  {"out_stride_head", p->num_heads, p->out_stride_head}},
-                 p->head_dim, out_bytes, "out");
+  c.strided_span(out_dims, p->head_dim, out_bytes, "out");
   if (!device) return true;
 
-  c.aligned(p->states, 16, "states");
-  c.stride_aligned(p->states_stride_state, states_bytes, 16, "states_stride_state");
-  c.stride_aligned(p->states_stride_token, states_bytes, 16, "states_stride_token");
-  c.stride_aligned(p->states_stride_head, states_bytes, 16, "states_stride_head");
+  c.rows_aligned(p->states, states_dims, states_bytes, "states");
   c.aligned(p->states_lse, 4, "states_lse");
-  c.aligned(p->out, 16, "out");
-  c.stride_aligned(p->out_stride_token, out_bytes, 16, "out_stride_token");
-  c.stride_aligned(p->out_stride_head, out_bytes, 16, "out_stride_head");
+  c.rows_aligned(p->out, out_dims, out_bytes, "out");
   c.aligned(p->lse, 4, "lse");
   return true;
 }

@@ -118,6 +118,12 @@ void Checker::stride_aligned(int64_t stride, size_t element_bytes, size_t alignm
   }
 }
 
+void Checker::rows_aligned(const void* base, std::initializer_list<Dim> dims, size_t element_bytes,
+                           const char* tensor) const {
+  aligned(base, 16, tensor);
+  for (const Dim& dim : dims) stride_aligned(dim.stride, element_bytes, 16, dim.stride_name);
+}
+
 int64_t Checker::product(int64_t a, int64_t b, const char* what) const {
   int64_t result = 0;
   if (__builtin_mul_overflow(a, b, &result)) {

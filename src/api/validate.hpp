@@ -56,6 +56,10 @@ class Checker {
   void aligned(const void* pointer, size_t alignment, const char* name) const;
   // MISALIGNED unless every stride keeps `alignment`-byte rows aligned.
   void stride_aligned(int64_t stride, size_t element_bytes, size_t alignment, const char* name) const;
+  // A strided tensor's rows, moved as 16-byte vectors: MISALIGNED unless its
+  // base (named `tensor`) and every stride keep each row 16-byte aligned.
+  void rows_aligned(const void* base, std::initializer_list<Dim> dims, size_t element_bytes,
+                    const char* tensor) const;
 
   // Rows of `row` elements at sum(index_i * stride_i) must not overlap and the
   // last byte's offset must fit in int64. Negative strides are rejected.

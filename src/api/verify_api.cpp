@@ -85,34 +85,24 @@ bool validate_paged(const Checker& c, const kdtree_verify_paged_params* p, Use u
   const size_t q_bytes = dtype_bytes(p->q_dtype);
   const size_t kv_bytes = dtype_bytes(p->kv_dtype);
   const size_t out_bytes = dtype_bytes(p->out_dtype);
-  c.strided_span({{"q_stride_token", p->total_q, p->q_stride_token},
-                  {"q_stride_head", p->num_heads, p->q_stride_head}},
-                 kHeadDim, q_bytes, "q");
-  c.strided_span({{"kv_stride_slot", p->num_slots, p->kv_stride_slot}}, kHeadDim, kv_bytes,
-                 "kv_cache");
-  if (extend) {
-    c.strided_span({{"tail_kv_stride", p->total_q, p->tail_kv_stride}}, kHeadDim, kv_bytes,
-                   "tail_kv");
-  }
-  c.strided_span({{"out_stride_token", p->total_q, p->out_stride_token},
-                  {"out_stride_head", p->num_heads, p->out_stride_head}},
-                 kLatentDim, out_bytes, "out");
+  const std::initializer_list<Dim> q_dims = {{"q_stride_token", p->total_q, p->q_stride_token},
+                                             {"q_stride_head", p->num_heads, p->q_stride_head}};
+  const std::initializer_list<Dim> kv_dims = {{"kv_stride_slot", p->num_slots, p->kv_stride_slot}};
+  const std::initializer_list<Dim> tail_kv_dims = {{"tail_kv_stride", p->total_q, p->tail_kv_stride}};
+  const std::initializer_list<Dim> out_dims = {{"out_stride_token", p->total_q, p->out_stride_token},
+                                               {"out_stride_head", p->num_heads, p->out_stride_head}};
+  c.strided_span(q_dims, kHeadDim, q_bytes, "q");
+  c.strided_span(kv_dims, kHeadDim, kv_bytes, "kv_cache");
+  if (extend) c.strided_span(tail_kv_dims, kHeadDim, kv_bytes, "tail_kv");
+  c.strided_span(out_dims, kLatentDim, out_bytes, "out");
   c.product(p->total_q, p->num_heads, "total_q * num_heads (lse)");
   if (use == Use::kHost) return true;
 
   // Kernels move 16-byte vectors: every row start must stay 16-byte aligned.
-  c.aligned(p->q, 16, "q");
-  c.stride_aligned(p->q_stride_token, q_bytes, 16, "q_stride_token");
-  c.stride_aligned(p->q_stride_head, q_bytes, 16, "q_stride_head");
-  c.aligned(p->kv_cache, 16, "kv_cache");
-  c.stride_aligned(p->kv_stride_slot, kv_bytes, 16, "kv_stride_slot");
-  if (extend) {
-    c.aligned(p->tail_kv, 16, "tail_kv");
-    c.stride_aligned(p->tail_kv_stride, kv_bytes, 16, "tail_kv_stride");
-  }
-  c.aligned(p->out, 16, "out");
-  c.stride_aligned(p->out_stride_token, out_bytes, 16, "out_stride_token");
-  c.stride_aligned(p->out_stride_head, out_bytes, 16, "out_stride_head");
+  c.rows_aligned(p->q, q_dims, q_bytes, "q");
+  c.rows_aligned(p->kv_cache, kv_dims, kv_bytes, "kv_cache");
+  if (extend) c.rows_aligned(p->tail_kv, tail_kv_dims, kv_bytes, "tail_kv");
+  c.rows_aligned(p->out, out_dims, out_bytes, "out");
   c.aligned(p->qo_indptr, 4, "qo_indptr");
   c.aligned(p->kv_indptr, 4, "kv_indptr");
   c.aligned(p->kv_indices, dtype_bytes(p->index_dtype), "kv_indices");
@@ -158,22 +148,18 @@ bool validate_contiguous(const Checker& c, const kdtree_verify_contiguous_params
 
   const size_t in_bytes = dtype_bytes(p->dtype);
   const size_t out_bytes = dtype_bytes(p->out_dtype);
-  c.strided_span({{"q_stride_token", p->q_len, p->q_stride_token},
-                  {"q_stride_head", p->num_heads, p->q_stride_head}},
-                 kHeadDim, in_bytes, "q");
-  c.strided_span({{"kv_stride", p->kv_len, p->kv_stride}}, kHeadDim, in_bytes, "kv");
-  c.strided_span({{"out_stride_token", p->q_len, p->out_stride_token},
-                  {"out_stride_head", p->num_heads, p->out_stride_head}},
-                 kLatentDim, out_bytes, "out");
+  const std::initializer_list<Dim> q_dims = {{"q_stride_token", p->q_len, p->q_stride_token},
+                                             {"q_stride_head", p->num_heads, p->q_stride_head}};
+  const std::initializer_list<Dim> kv_dims = {{"kv_stride", p->kv_len, p->kv_stride}};
+  const std::initializer_list<Dim> out_dims = {{"out_stride_token", p->q_len, p->out_stride_token},
+                                               {"out_stride_head", p->num_heads, p->out_stride_head}};
+  c.strided_span(q_dims, kHeadDim, in_bytes, "q");
+  c.strided_span(kv_dims, kHeadDim, in_bytes, "kv");
+  c.strided_span(out_dims, kLatentDim, out_bytes, "out");
 
-  c.aligned(p->q, 16, "q");
-  c.stride_aligned(p->q_stride_token, in_bytes, 16, "q_stride_token");
-  c.stride_aligned(p->q_stride_head, in_bytes, 16, "q_stride_head");
-  c.aligned(p->kv, 16, "kv");
-  c.stride_aligned(p->kv_stride, in_bytes, 16, "kv_stride");
-  c.aligned(p->out, 16, "out");
-  c.stride_aligned(p->out_stride_token, out_bytes, 16, "out_stride_token");
-  c.stride_aligned(p->out_stride_head, out_bytes, 16, "out_stride_head");
+  c.rows_aligned(p->q, q_dims, in_bytes, "q");
+  c.rows_aligned(p->kv, kv_dims, in_bytes, "kv");
+  c.rows_aligned(p->out, out_dims, out_bytes, "out");
   c.aligned(p->lse, 4, "lse");
   return true;
 }
