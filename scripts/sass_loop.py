@@ -146,8 +146,9 @@ def loop_range(ops: list, texts: list = None, labels: dict = None):
     its last P V wgmma; None when the kernel has none. Given the texts and labels
     (--to-back-edge), the last P V wgmma before the first backward branch after the
     first QK wgmma to a label at or before it (the loop's back edge), so that code
-    after the loop with P V wgmmas of its own stays out. (In the ping-pong kernel
-    that is warpgroup 0's loop alone.)"""
+    after the loop with P V wgmmas of its own stays out. (In the ping-pong kernel,
+    whose score warpgroups each have a loop, only the loop that holds the first QK
+    wgmma.)"""
     first = next((i for i, op in enumerate(ops) if op.startswith("HGMMA.64x64")), None)
     if first is None:
         return None
