@@ -51,6 +51,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = "src/verify/verify_paged_sm90a.cu"
+LABEL = r"\.L_x_\d+"  # nvdisasm's branch-target labels
 OPS = ["HGMMA", "IMAD", "IADD3", "LEA", "MOV", "FMUL", "FFMA", "MUFU", "LDS", "STS", "LDGSTS", "BAR", "BRA"]
 
 
@@ -102,8 +103,8 @@ def instructions(sass: str, labels: dict = None) -> dict:
             continue
         raw = re.sub(r"/\*[0-9a-f]*\*/", "", line).split(";")[0]
         # (a branch keeps its target label: `(.L_x_N) -> .L_x_N)
-        text = re.sub(r"`\([^)]*\)", "", re.sub(r"`\((\.L_x_\d+)\)", r"\1", raw)).strip()
-        if current is not None and labels is not None and re.fullmatch(r"\.L_x_\d+:", text):
+        text = re.sub(r"`\([^)]*\)", "", re.sub(f"`\\(({LABEL})\\)", r"\1", raw)).strip()
+        if current is not None and labels is not None and re.fullmatch(f"{LABEL}:", text):
             labels[current][text[:-1]] = len(out[current])
             continue
         if current is None or not text or text.startswith((".", "/")) or text.endswith(":"):
@@ -155,7 +156,7 @@ def loop_range(ops: list, texts: list = None, labels: dict = None):
     end = len(ops)
     if texts is not None and labels:
         end = next((i for i, text in enumerate(texts) if i > first and ops[i] == "BRA"
-                    and (m := re.search(r"(\.L_x_\d+)", text)) and labels.get(m.group(1), i) <= first), end)
+                    and (m := re.search(LABEL, text)) and labels.get(m.group(0), i) <= first), end)
     last = max((i for i, op in enumerate(ops[:end]) if op.startswith("HGMMA.64x256")), default=None)
     return None if last is None or last < first else (first, last)
 
@@ -163,7 +164,7 @@ def loop_range(ops: list, texts: list = None, labels: dict = None):
 def renamed(text: str) -> str:
     """An instruction with its registers, predicates, labels and addresses renamed away, so
     that a renumbering alone does not count as a change."""
-    text = re.sub(r"\.L_x_\d+", "L", text)
+    text = re.sub(LABEL, "L", text)
     text = re.sub(r"\b0x[0-9a-f]+\b", "X", text)
     text = re.sub(r"\bU?R\d+\b", "R", text)
     return re.sub(r"\bU?P\d\b", "P", text)

@@ -1,8 +1,7 @@
 """scripts/sass_loop.py's SASS parsing and loop comparison (no nvcc, no GPU): a kernel's
 instructions and labels from nvdisasm text, its tile loop's bounds (to its last P V wgmma, or
-to its back edge), the kernel key that pairs two trees'
-kernels, and how many loop instructions changed once registers, predicates, labels and
-addresses are renamed away."""
+to its back edge), the kernel key that pairs two trees' kernels, and how many loop
+instructions changed once registers, predicates, labels and addresses are renamed away."""
 
 import importlib.util
 import pathlib
