@@ -54,8 +54,6 @@ class Checker {
 
   // MISALIGNED unless `pointer` is a multiple of `alignment` bytes.
   void aligned(const void* pointer, size_t alignment, const char* name) const;
-  // MISALIGNED unless every stride keeps `alignment`-byte rows aligned.
-  void stride_aligned(int64_t stride, size_t element_bytes, size_t alignment, const char* name) const;
   // A strided tensor's rows, moved as 16-byte vectors: MISALIGNED unless its
   // base (named `tensor`) and every stride keep each row 16-byte aligned.
   void rows_aligned(const void* base, std::initializer_list<Dim> dims, size_t element_bytes,
@@ -73,6 +71,9 @@ class Checker {
   void workspace(const void* workspace, size_t given, size_t needed, const char* size_query) const;
 
  private:
+  // MISALIGNED unless the stride keeps `alignment`-byte rows aligned.
+  void stride_aligned(int64_t stride, size_t element_bytes, size_t alignment, const char* name) const;
+
   const char* function_;
 };
 
