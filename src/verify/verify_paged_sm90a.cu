@@ -434,31 +434,20 @@ bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
 #endif
 }
 
-// The kernel for the call's rows (route_of): f32 rows ask the call for their
-// route, 16-bit rows have one kernel per route.
 template <class T>
-auto sm90a_kernel_for(const PagedArgs& a) {
-  const int route = route_of(a);
-  if (route == kAnyRoute) return verify_paged_sm90a_kernel<T, kAnyRoute>;
-  return route == kToPartials ? verify_paged_sm90a_kernel<T, kToPartials> : verify_paged_sm90a_kernel<T, kToOut>;
+RouteKernels sm90a_kernels() {
+  return {verify_paged_sm90a_kernel<T, kAnyRoute>, verify_paged_sm90a_kernel<T, kToPartials>,
+          verify_paged_sm90a_kernel<T, kToOut>, "verify_paged_sm90a_kernel", "the sm_90a verify tiles"};
 }
 
 template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
-  sm90a_kernel_for<T>(a)<<<grid_of(a), kThreads, kSmemBytes, stream>>>(a);
-  check_launch("kdtree_verify_paged", "verify_paged_sm90a_kernel");
-#if KDTREE_SM90A_STAMPS
-  stamps::print_after_launch(grid_of(a), stream);
-#endif
+  sm90a_kernels<T>().launch(a, grid_of(a), kThreads, kSmemBytes, stream);
 }
 
 template <class T>
 void prepare_sm90a(size_t smem_optin, const char* function) {
-  for (const auto kernel : {verify_paged_sm90a_kernel<T, kToPartials>, verify_paged_sm90a_kernel<T, kToOut>,
-                            verify_paged_sm90a_kernel<T, kAnyRoute>}) {
-    allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a verify tiles",
-                       "verify_paged_sm90a_kernel");
-  }
+  sm90a_kernels<T>().allow_smem(kSmemBytes, smem_optin, function);
 }
 
 template void launch_sm90a<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

@@ -946,18 +946,11 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
 
 }  // namespace
 
-// The kernel for the call's rows: 16-bit rows to partial states or to out
-// (the route fixed at compile time: since the bulk-copy epilogue it decides
-// only a row's address), f32 rows either way (session 23: with the route
-// fixed, the out kernel's epilogue spilled 32 bytes). One 16-bit kernel with
-// the route at run time measured +1.8..+3.4% (session 25): ptxas scheduled
-// its tile loop anew, 4% slower per tile.
 template <class T>
-auto pingpong_kernel_for(const PagedArgs& a) {
-  const int route = route_of(a);
-  if (route == kAnyRoute) return verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>;
-  return route == kToPartials ? verify_paged_sm90a_pingpong_kernel<T, kToPartials>
-                              : verify_paged_sm90a_pingpong_kernel<T, kToOut>;
+RouteKernels pingpong_kernels() {
+  return {verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>, verify_paged_sm90a_pingpong_kernel<T, kToPartials>,
+          verify_paged_sm90a_pingpong_kernel<T, kToOut>, "verify_paged_sm90a_pingpong_kernel",
+          "the sm_90a ping-pong verify tiles"};
 }
 
 // (row tiles, requests, splits): the splits slowest, so that a lead plan's
@@ -969,21 +962,12 @@ inline dim3 pingpong_grid(const PagedArgs& a) {
 
 template <class T>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
-  pingpong_kernel_for<T>(a)<<<pingpong_grid(a), kThreads, kSmemBytes, stream>>>(a);
-  check_launch("kdtree_verify_paged", "verify_paged_sm90a_pingpong_kernel");
-#if KDTREE_SM90A_STAMPS
-  stamps::print_after_launch(pingpong_grid(a), stream);
-#endif
+  pingpong_kernels<T>().launch(a, pingpong_grid(a), kThreads, kSmemBytes, stream);
 }
 
 template <class T>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
-  for (const auto kernel : {verify_paged_sm90a_pingpong_kernel<T, kToPartials>,
-                            verify_paged_sm90a_pingpong_kernel<T, kToOut>,
-                            verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>}) {
-    allow_dynamic_smem(kernel, kSmemBytes, smem_optin, function, "the sm_90a ping-pong verify tiles",
-                       "verify_paged_sm90a_pingpong_kernel");
-  }
+  pingpong_kernels<T>().allow_smem(kSmemBytes, smem_optin, function);
 }
 
 template void launch_sm90a_pingpong<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

@@ -13,10 +13,12 @@
 
 #include <cmath>
 
+#include "common/cuda_check.hpp"
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
 #include "verify/verify_paged_args.cuh"
 #include "verify/verify_paged_sm90a.hpp"
+#include "verify/verify_paged_sm90a_stamps.cuh"
 
 namespace kdtree::verify::sm90a {
 
@@ -37,6 +39,41 @@ inline dim3 grid_of(const PagedArgs& a) {
   const int rows = a.max_q_len * a.num_heads;
   return dim3((rows + kRows - 1) / kRows, a.num_splits, a.batch_size);
 }
+
+// Either kernel's three instances by route (route_of): 16-bit rows to partial
+// states or to out have one each, the route fixed at compile time (since the
+// bulk-copy epilogue it decides only a row's address); f32 rows have one that
+// asks the call (session 23: with the route fixed, the out kernel's epilogue
+// spilled 32 bytes). One 16-bit kernel with the route at run time measured
+// +1.8..+3.4% (docs/perf_notes.md, session 25: ptxas scheduled its tile loop
+// anew, 4% slower per tile). `name` names the kernel in errors, `what` its
+// tiles in UNSUPPORTED's message. The instances are named in the order their
+// code has always been laid out in the cubin (the first named, the first
+// emitted): the loop's rate depends on where its code sits (session 30).
+struct RouteKernels {
+  using Kernel = void (*)(PagedArgs);
+  Kernel any_route, to_partials, to_out;
+  const char* name;
+  const char* what;
+
+  // Raises each instance's dynamic shared memory to `bytes`
+  // (allow_dynamic_smem).
+  void allow_smem(size_t bytes, size_t smem_optin, const char* function) const {
+    for (const Kernel kernel : {any_route, to_partials, to_out}) {
+      allow_dynamic_smem(kernel, bytes, smem_optin, function, what, name);
+    }
+  }
+  // Launches the instance for the call's rows and checks the launch.
+  void launch(const PagedArgs& a, dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream) const {
+    const int route = route_of(a);
+    const Kernel kernel = route == kToPartials ? to_partials : route == kToOut ? to_out : any_route;
+    kernel<<<grid, threads, smem_bytes, stream>>>(a);
+    check_launch("kdtree_verify_paged", name);
+#if KDTREE_SM90A_STAMPS
+    stamps::print_after_launch(grid, stream);
+#endif
+  }
+};
 
 // 2^x by the SFU alone (exp2f adds a denormal-range fix-up around it): the
 // arguments here are <= kRescaleLog2, and a probability below 2^-126 adds
