@@ -107,21 +107,19 @@ void Checker::aligned(const void* pointer, size_t alignment, const char* name) c
   }
 }
 
-void Checker::stride_aligned(int64_t stride, size_t element_bytes, size_t alignment,
-                             const char* name) const {
-  const int64_t multiple = static_cast<int64_t>(alignment / element_bytes);
-  if (multiple > 1 && stride % multiple != 0) {
-    fail(KDTREE_ERROR_MISALIGNED, std::string(name) + " = " + std::to_string(stride) +
-                                      " is not a multiple of " + std::to_string(multiple) +
-                                      " elements (rows must stay " + std::to_string(alignment) +
-                                      "-byte aligned)");
-  }
-}
-
 void Checker::rows_aligned(const void* base, std::initializer_list<Dim> dims, size_t element_bytes,
                            const char* tensor) const {
-  aligned(base, 16, tensor);
-  for (const Dim& dim : dims) stride_aligned(dim.stride, element_bytes, 16, dim.stride_name);
+  constexpr size_t kAlignment = 16;  // the kernels' vector bytes
+  aligned(base, kAlignment, tensor);
+  const int64_t multiple = static_cast<int64_t>(kAlignment / element_bytes);
+  for (const Dim& dim : dims) {
+    if (multiple > 1 && dim.stride % multiple != 0) {
+      fail(KDTREE_ERROR_MISALIGNED, std::string(dim.stride_name) + " = " + std::to_string(dim.stride) +
+                                        " is not a multiple of " + std::to_string(multiple) +
+                                        " elements (rows must stay " + std::to_string(kAlignment) +
+                                        "-byte aligned)");
+    }
+  }
 }
 
 int64_t Checker::product(int64_t a, int64_t b, const char* what) const {

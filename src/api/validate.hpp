@@ -71,9 +71,6 @@ class Checker {
   void workspace(const void* workspace, size_t given, size_t needed, const char* size_query) const;
 
  private:
-  // MISALIGNED unless the stride keeps `alignment`-byte rows aligned.
-  void stride_aligned(int64_t stride, size_t element_bytes, size_t alignment, const char* name) const;
-
   const char* function_;
 };
 
