@@ -437,17 +437,18 @@ bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
 template <class T>
 RouteKernels sm90a_kernels() {
   return {verify_paged_sm90a_kernel<T, kAnyRoute>, verify_paged_sm90a_kernel<T, kToPartials>,
-          verify_paged_sm90a_kernel<T, kToOut>, "verify_paged_sm90a_kernel", "the sm_90a verify tiles"};
+          verify_paged_sm90a_kernel<T, kToOut>, "verify_paged_sm90a_kernel", "the sm_90a verify tiles",
+          kThreads, kSmemBytes};
 }
 
 template <class T>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
-  sm90a_kernels<T>().launch(a, grid_of(a), kThreads, kSmemBytes, stream);
+  sm90a_kernels<T>().launch(a, grid_of(a), stream);
 }
 
 template <class T>
 void prepare_sm90a(size_t smem_optin, const char* function) {
-  sm90a_kernels<T>().allow_smem(kSmemBytes, smem_optin, function);
+  sm90a_kernels<T>().allow_smem(smem_optin, function);
 }
 
 template void launch_sm90a<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

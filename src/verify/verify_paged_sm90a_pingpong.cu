@@ -950,7 +950,7 @@ template <class T>
 RouteKernels pingpong_kernels() {
   return {verify_paged_sm90a_pingpong_kernel<T, kAnyRoute>, verify_paged_sm90a_pingpong_kernel<T, kToPartials>,
           verify_paged_sm90a_pingpong_kernel<T, kToOut>, "verify_paged_sm90a_pingpong_kernel",
-          "the sm_90a ping-pong verify tiles"};
+          "the sm_90a ping-pong verify tiles", kThreads, kSmemBytes};
 }
 
 // (row tiles, requests, splits): the splits slowest, so that a lead plan's
@@ -962,12 +962,12 @@ inline dim3 pingpong_grid(const PagedArgs& a) {
 
 template <class T>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream) {
-  pingpong_kernels<T>().launch(a, pingpong_grid(a), kThreads, kSmemBytes, stream);
+  pingpong_kernels<T>().launch(a, pingpong_grid(a), stream);
 }
 
 template <class T>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function) {
-  pingpong_kernels<T>().allow_smem(kSmemBytes, smem_optin, function);
+  pingpong_kernels<T>().allow_smem(smem_optin, function);
 }
 
 template void launch_sm90a_pingpong<__nv_bfloat16>(const PagedArgs&, cudaStream_t);

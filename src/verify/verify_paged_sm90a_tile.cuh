@@ -47,7 +47,8 @@ inline dim3 grid_of(const PagedArgs& a) {
 // spilled 32 bytes). One 16-bit kernel with the route at run time measured
 // +1.8..+3.4% (docs/perf_notes.md, session 25: ptxas scheduled its tile loop
 // anew, 4% slower per tile). `name` names the kernel in errors, `what` its
-// tiles in UNSUPPORTED's message. The instances are named in the order their
+// tiles in UNSUPPORTED's message; every instance runs `threads` threads with
+// `smem_bytes` of dynamic shared memory. The instances are named in the order their
 // code has always been laid out in the cubin (the first named, the first
 // emitted): the loop's rate depends on where its code sits (session 30).
 struct RouteKernels {
@@ -55,16 +56,18 @@ struct RouteKernels {
   Kernel any_route, to_partials, to_out;
   const char* name;
   const char* what;
+  int threads;
+  size_t smem_bytes;
 
-  // Raises each instance's dynamic shared memory to `bytes`
+  // Raises each instance's dynamic shared memory limit to smem_bytes
   // (allow_dynamic_smem).
-  void allow_smem(size_t bytes, size_t smem_optin, const char* function) const {
+  void allow_smem(size_t smem_optin, const char* function) const {
     for (const Kernel kernel : {any_route, to_partials, to_out}) {
-      allow_dynamic_smem(kernel, bytes, smem_optin, function, what, name);
+      allow_dynamic_smem(kernel, smem_bytes, smem_optin, function, what, name);
     }
   }
   // Launches the instance for the call's rows and checks the launch.
-  void launch(const PagedArgs& a, dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream) const {
+  void launch(const PagedArgs& a, dim3 grid, cudaStream_t stream) const {
     const int route = route_of(a);
     const Kernel kernel = route == kToPartials ? to_partials : route == kToOut ? to_out : any_route;
     kernel<<<grid, threads, smem_bytes, stream>>>(a);
