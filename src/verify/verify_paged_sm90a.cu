@@ -46,7 +46,6 @@
 // block. Epilogue as the portable kernel: O / w and lse to the output, or
 // the split's partial state for verify_paged_merge, which this kernel lets
 // launch (programmatic dependent launch) as its epilogue begins.
-#include "common/cuda_check.hpp"
 #include "common/grid_dependency.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"

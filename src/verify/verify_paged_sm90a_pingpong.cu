@@ -60,7 +60,6 @@
 // verify_paged_merge, which this kernel lets launch (programmatic dependent
 // launch) as its epilogue begins; each warpgroup stages its rows in its freed
 // stage and sends them out by the bulk-copy engine, a row per copy.
-#include "common/cuda_check.hpp"
 #include "common/grid_dependency.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"
