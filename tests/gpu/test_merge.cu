@@ -96,7 +96,9 @@ void run_case(Report& report, const MergeCase& c, Rng& rng) {
     norm += double(want[e]) * want[e];
   }
   for (size_t row = 0; row < rows; ++row) {
-    if (std::isinf(want_lse[row]) || std::isinf(got_lse[row])) {
+    if (std::isnan(got_lse[row])) {
+      bad = true;  // (std::max below would drop a NaN)
+    } else if (std::isinf(want_lse[row]) || std::isinf(got_lse[row])) {
       bad |= got_lse[row] != want_lse[row];
     } else {
       lse_err = std::max(lse_err, double(std::fabs(got_lse[row] - want_lse[row])));

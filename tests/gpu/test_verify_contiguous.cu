@@ -125,7 +125,9 @@ void run_case(Report& report, const ContiguousCase& c, Rng& rng) {
         diff += (got - want) * (got - want);
         norm += want * want;
       }
-      lse_err = std::max(lse_err, std::fabs(double(lse[size_t(i) * c.num_heads + h]) - (max + std::log(sum))));
+      const double got_lse = lse[size_t(i) * c.num_heads + h];
+      nan_or_inf |= !std::isfinite(got_lse);  // every row sees its own key (std::max would drop a NaN)
+      lse_err = std::max(lse_err, std::fabs(got_lse - (max + std::log(sum))));
     }
   }
   const bool exact_path = c.dtype == KDTREE_DTYPE_F32 && c.out_dtype == KDTREE_DTYPE_F32;
