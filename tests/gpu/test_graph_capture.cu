@@ -3,7 +3,9 @@
 // equals an eager call bitwise. For the paged entry points the buffers are
 // then refilled with new lengths, indices and masks (same host fields:
 // batch size, max_q_len, total_q, H, num_slots, sm_scale, max_kv_len) and
-// the same graph, replayed, must equal an eager call on the new contents.
+// the same graph, replayed, must equal an eager call on the new contents;
+// the contiguous and merge graphs (whose sizes are all host fields) are
+// replayed over two fills of new values, out and lse poisoned first.
 // Under a sanitizer (light mode): one refill instead of two, prefixes up to
 // 600 instead of 3000, a contiguous case of 16 + 250 keys instead of 16 + 1000.
 #include <algorithm>
@@ -88,11 +90,7 @@ void contiguous_replay(Report& report, Rng& rng) {
   const int q_len = 16, heads = 16;
   const int64_t kv_len = 16 + scaled<int64_t>(1000, 250);
   std::vector<float> q(size_t(q_len) * heads * 576), kv(size_t(kv_len) * 576);
-  for (float& x : q) x = rng.uniform(-2.0f, 2.0f);
-  for (float& x : kv) x = rng.uniform(-2.0f, 2.0f);
   DeviceBuffer d_q(q.size() * 4), d_kv(kv.size() * 4), d_out(size_t(q_len) * heads * 512 * 4), d_lse(size_t(q_len) * heads * 4);
-  d_q.upload(q);
-  d_kv.upload(kv);
   kdtree_verify_contiguous_params p;
   KDTREE_CHECK(kdtree_verify_contiguous_params_init(&p));
   p.num_heads = heads;
@@ -111,17 +109,26 @@ void contiguous_replay(Report& report, Rng& rng) {
   p.out_stride_token = int64_t(heads) * 512;
   p.out_stride_head = 512;
   p.lse = d_lse.as<float>();
-  KDTREE_CHECK(kdtree_verify_contiguous(&p, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint8_t> eager = d_out.download();
-  cudaGraphExec_t exec = capture(stream, [&] {
+  const auto poison_and_call = [&] {
     CUDA_CHECK(cudaMemsetAsync(d_out.data(), kOutputSentinel, d_out.size(), stream));
+    CUDA_CHECK(cudaMemsetAsync(d_lse.data(), kOutputSentinel, d_lse.size(), stream));
     KDTREE_CHECK(kdtree_verify_contiguous(&p, stream));
-  });
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  report.add_case();
-  report.check(d_out.download() == eager, "kdtree_verify_contiguous: replay differs from eager");
+  };
+  cudaGraphExec_t exec = capture(stream, poison_and_call);
+  for (int fill = 0; fill < 2; ++fill) {  // the graph reads the buffers' contents at each replay
+    for (float& x : q) x = rng.uniform(-2.0f, 2.0f);
+    for (float& x : kv) x = rng.uniform(-2.0f, 2.0f);
+    d_q.upload(q);
+    d_kv.upload(kv);
+    poison_and_call();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<uint8_t> eager = d_out.download(), eager_lse = d_lse.download();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    report.add_case();
+    report.check(d_out.download() == eager && d_lse.download() == eager_lse,
+                 "kdtree_verify_contiguous fill " + std::to_string(fill) + ": replay differs from eager");
+  }
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
@@ -132,26 +139,30 @@ void merge_replay(Report& report, Rng& rng) {
   const int states = 6, heads = 16, dim = 512;
   const int64_t tokens = 33;
   std::vector<float> values(size_t(states) * tokens * heads * dim), lse(size_t(states) * tokens * heads);
-  for (float& x : values) x = rng.uniform(-2.0f, 2.0f);
-  for (float& x : lse) x = rng.uniform(0.0f, 1.0f) < 0.1f ? -INFINITY : rng.uniform(-5.0f, 5.0f);
   DeviceBuffer d_values(values.size() * 4), d_lse(lse.size() * 4), d_out(size_t(tokens) * heads * dim * 2),
       d_out_lse(size_t(tokens) * heads * 4);
-  d_values.upload(values);
-  d_lse.upload(lse);
   const kdtree_merge_params p = dense_merge_params(states, tokens, heads, dim, d_values.data(), d_lse.as<float>(),
                                                   d_out.data(), KDTREE_DTYPE_BF16, d_out_lse.as<float>());
-  KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint8_t> eager = d_out.download(), eager_lse = d_out_lse.download();
-  cudaGraphExec_t exec = capture(stream, [&] {
+  const auto poison_and_call = [&] {
     CUDA_CHECK(cudaMemsetAsync(d_out.data(), kOutputSentinel, d_out.size(), stream));
+    CUDA_CHECK(cudaMemsetAsync(d_out_lse.data(), kOutputSentinel, d_out_lse.size(), stream));
     KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
-  });
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  report.add_case();
-  report.check(d_out.download() == eager && d_out_lse.download() == eager_lse,
-               "kdtree_merge_attention_states: replay differs from eager");
+  };
+  cudaGraphExec_t exec = capture(stream, poison_and_call);
+  for (int fill = 0; fill < 2; ++fill) {  // the graph reads the buffers' contents at each replay
+    for (float& x : values) x = rng.uniform(-2.0f, 2.0f);
+    for (float& x : lse) x = rng.uniform(0.0f, 1.0f) < 0.1f ? -INFINITY : rng.uniform(-5.0f, 5.0f);
+    d_values.upload(values);
+    d_lse.upload(lse);
+    poison_and_call();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<uint8_t> eager = d_out.download(), eager_lse = d_out_lse.download();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    report.add_case();
+    report.check(d_out.download() == eager && d_out_lse.download() == eager_lse,
+                 "kdtree_merge_attention_states fill " + std::to_string(fill) + ": replay differs from eager");
+  }
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
