@@ -13,11 +13,13 @@
 //    before and after its relocation (same num_splits).
 //  - capture: copy + remap captured once (global mode), replayed with two
 //    different plans written into the same buffers.
-//  - sort: kdtree_sort_slots against std::sort, counts 0, 1, 2, ... 200k.
+//  - sort: kdtree_sort_slots against std::sort, counts 0, 1, 2, ... 200k; and
+//    captured in a graph, replayed over two fills.
 // Under a sanitizer (light mode): copy pools of half the slots with plans of
 // at most 200 moves (600), a capture pool of 1000 slots (4000) with plans of
-// 200 and 750 moves (700 and 3000), sort counts up to 20k (200k); every
-// copy case, index dtype, remap and protocol case still runs.
+// 200 and 750 moves (700 and 3000), sort counts up to 20k (200k), a captured
+// sort of 5k slots (50k); every copy case, index dtype, remap and protocol
+// case still runs.
 // Exits 77 (skipped) without a GPU.
 #include <cuda_runtime.h>
 
@@ -763,13 +765,60 @@ void test_sort(std::mt19937_64& rng) {
   std::printf("  sort: int32/int64, counts 0..%lld ok\n", (long long)max_count);
 }
 
+// kdtree_sort_slots captured in global mode: each replay sorts what the
+// buffer holds then (refilled between replays), as std::sort does.
+void test_sort_graph_capture(std::mt19937_64& rng) {
+  const int64_t count = kdtest::scaled<int64_t>(50000, 5000), num_slots = int64_t{1} << 22;
+  for (int32_t dtype : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
+    const size_t elem = dtype == KDTREE_DTYPE_INT64 ? 8 : 4;
+    void* d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, count * elem));
+    size_t bytes = 0;
+    KDTREE_CHECK(kdtree_sort_slots_workspace_size(dtype, count, num_slots, &bytes));
+    void* ws = nullptr;
+    if (bytes) CUDA_CHECK(cudaMalloc(&ws, bytes));
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    KDTREE_CHECK(kdtree_sort_slots(d, dtype, count, num_slots, ws, bytes, stream));
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int fill = 0; fill < 2; ++fill) {
+      std::vector<int64_t> slots(count);
+      for (auto& s : slots) s = static_cast<int64_t>(rng() % num_slots);
+      std::vector<int32_t> narrow(slots.begin(), slots.end());
+      CUDA_CHECK(cudaMemcpy(d, dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(slots.data()) : narrow.data(),
+                            count * elem, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<int64_t> got;
+      if (dtype == KDTREE_DTYPE_INT64) {
+        got = host_copy(static_cast<int64_t*>(d), count);
+      } else {
+        auto sorted = host_copy(static_cast<int32_t*>(d), count);
+        got.assign(sorted.begin(), sorted.end());
+      }
+      std::sort(slots.begin(), slots.end());
+      CHECK(got == slots);
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    CUDA_CHECK(cudaFree(d));
+    if (ws) CUDA_CHECK(cudaFree(ws));
+  }
+  std::printf("  sort graph replay: int32/int64, two fills of %lld ok\n", (long long)count);
+}
+
 }  // namespace
 
 int main() {
   kdtest::require_gpu_or_skip("test_defrag");
   kdtest::announce_light("test_defrag",
                          "copy pools of half the slots, plans <= 200 moves, capture pool 1000 slots, "
-                         "sort counts <= 20k");
+                         "sort counts <= 20k, captured sort 5k");
   std::mt19937_64 rng(20261129);
   test_copy(rng);
   test_remap(rng);
@@ -777,6 +826,7 @@ int main() {
   test_verify_after_relocation(rng);
   test_graph_capture(rng);
   test_sort(rng);
+  test_sort_graph_capture(rng);
   free_remap_workspace();
   if (g_failures) {
     std::printf("test_defrag: %d check(s) FAILED\n", g_failures);
