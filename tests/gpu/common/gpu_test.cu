@@ -168,7 +168,12 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
     std::fprintf(stderr, "DeviceBuffer::upload: %zu bytes into a buffer of %zu\n", bytes, bytes_);
     std::exit(1);
   }
-  if (bytes) CUDA_CHECK(cudaMemcpy(data(), host, bytes, cudaMemcpyHostToDevice));
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpy(data(), host, bytes, cudaMemcpyHostToDevice));
+  // Complete on return: from pageable memory cudaMemcpy may return with its
+  // DMA still in flight, and work on a non-blocking stream is not ordered
+  // after it.
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void DeviceBuffer::fill(uint8_t byte) {

@@ -117,7 +117,7 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(data()); }
   size_t size() const { return bytes_; }
 
-  void upload(const void* host, size_t bytes);  // bytes <= size()
+  void upload(const void* host, size_t bytes);  // bytes <= size(); complete on return
   template <class T>
   void upload(const std::vector<T>& host) { upload(host.data(), host.size() * sizeof(T)); }
   void fill(uint8_t byte);
