@@ -14,6 +14,9 @@
 #   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
 #                     its gpu tests (the portable mma.sync verify path on the H200);
 #                     bench.py times it beside build-gpu (--compare-lib portable=...)
+#   IMAGE_CHECK=1     also build build-gpu-sm80 for sm_80 alone and run its gpu tests:
+#                     the H200 then runs JIT-compiled compute_80 PTX, so the host must
+#                     pick the paths that image has bodies for (DeviceInfo::image_arch)
 #   SCHEDULE_CHECK=1  also build build-gpu-pingpong and build-gpu-single with
 #                     -DKDTREE_SM90A_SCHEDULE=PINGPONG / SINGLE (each sm_90a verify
 #                     kernel on every shape) and run their gpu tests; the
@@ -147,7 +150,7 @@ extra_config_gpu_tests() {  # <build dir> <what it forces> <cmake args...>
   fi
 }
 
-sm120_result="" portable_result="" pingpong_result="" single_result=""
+sm120_result="" portable_result="" pingpong_result="" single_result="" image_result=""
 if [ "${SM120_CONFIG:-0}" = 1 ]; then
   sm120_result=$(extra_config_gpu_tests build-gpu-sm120cfg "sm120 config forced" -DKDTREE_FORCE_SM120_CONFIG=ON)
 fi
@@ -156,6 +159,10 @@ if [ "${SCHEDULE_CHECK:-0}" = 1 ]; then
                     -DKDTREE_SM90A_SCHEDULE=PINGPONG)
   single_result=$(extra_config_gpu_tests build-gpu-single "sm_90a single-warpgroup kernel forced" \
                   -DKDTREE_SM90A_SCHEDULE=SINGLE)
+fi
+if [ "${IMAGE_CHECK:-0}" = 1 ]; then
+  image_result=$(extra_config_gpu_tests build-gpu-sm80 "sm_80 image JIT-compiled on the H200" \
+                 -DKDTREE_CUDA_ARCHITECTURES=80)
 fi
 if [ "${PORTABLE_CHECK:-0}" = 1 ]; then
   portable_result=$(extra_config_gpu_tests build-gpu-portable "portable mma.sync path, KDTREE_SM90A=OFF" \
@@ -286,6 +293,7 @@ fi
   [ -n "$cpu_result" ] && echo "$cpu_result"
   [ -n "$sm120_result" ] && echo "$sm120_result"
   [ -n "$portable_result" ] && echo "$portable_result"
+  [ -n "$image_result" ] && echo "$image_result"
   [ -n "$pingpong_result" ] && echo "$pingpong_result"
   [ -n "$single_result" ] && echo "$single_result"
   [ -n "$python_result" ] && echo "$python_result"

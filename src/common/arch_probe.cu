@@ -10,9 +10,11 @@ namespace {
 __global__ void arch_probe_kernel() {}
 }  // namespace
 
-cudaError_t probe_kernel_image() {
+cudaError_t probe_kernel_image(int* image_arch) {
   cudaFuncAttributes attributes;
-  return cudaFuncGetAttributes(&attributes, arch_probe_kernel);
+  const cudaError_t result = cudaFuncGetAttributes(&attributes, arch_probe_kernel);
+  if (result == cudaSuccess) *image_arch = attributes.ptxVersion * 10;
+  return result;
 }
 
 }  // namespace kdtree

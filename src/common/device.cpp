@@ -94,7 +94,7 @@ DeviceInfo probe(int device, const char* function) {
                                                   function,
                                                   "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
 
-  const cudaError_t image = probe_kernel_image();
+  const cudaError_t image = probe_kernel_image(&info.image_arch);
   if (image != cudaSuccess) {
     cudaGetLastError();  // the missing image is reported here, not at the next launch
     if (image == cudaErrorNoKernelImageForDevice || image == cudaErrorInvalidDeviceFunction ||

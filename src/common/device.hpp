@@ -12,6 +12,8 @@ struct DeviceInfo {
   int sm_count = 0;          // multiprocessors
   int cc_major = 0;          // compute capability
   int cc_minor = 0;
+  int image_arch = 0;        // __CUDA_ARCH__ of the kernel image it runs (probe_kernel_image):
+                             // which kernel bodies exist, so which paths the host may take
   size_t smem_optin = 0;     // max dynamic shared memory per block (opt-in)
 };
 

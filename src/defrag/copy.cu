@@ -576,14 +576,15 @@ void set_stride(CopyArgs& a, int64_t groups) {
   a.stride_tasks = static_cast<int32_t>(groups % a.tasks_per_move);
 }
 
-// The bulk-copy path on sm_90+ when the rows fit the fast path; returns
-// false (nothing launched) otherwise.
+// The bulk-copy path in sm_90+ images (its kernel is empty in others, which an
+// sm_90+ device runs when the build lacks its arch) when the rows fit the fast
+// path; returns false (nothing launched) otherwise.
 bool launch_bulk(CopyArgs a, const DeviceInfo& dev, int32_t index_dtype, cudaStream_t stream) {
 #if !KDTREE_DEFRAG_TMA
   (void)a, (void)dev, (void)index_dtype, (void)stream;
   return false;
 #else
-  if (dev.cc_major < 9 || !a.warp_rows) return false;
+  if (dev.image_arch < 900 || !a.warp_rows) return false;
   // Even chunks, 16-byte multiples: 2064 B in 2 stages of 1040 B, not 1520 +
   // 544. The count is taken again from the rounded stage so none is empty.
   const int64_t chunks = (a.row_bytes + kTmaStageCap - 1) / kTmaStageCap;

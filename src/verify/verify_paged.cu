@@ -93,7 +93,7 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
   const bool sm90a = use_sm90a(dev, fp8);
   const TileShape tile =
-      sm90a ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config_for_device(dev.cc_major, dev.cc_minor, fp8));
+      sm90a ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config_for_image(dev.image_arch, fp8));
   const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
   const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
   Plan plan;
@@ -116,8 +116,8 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
 }
 
 void prepare_kernels(const DeviceInfo& dev, const char* fn) {
-  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, false);
-  const TileConfigId fp8_config = config_for_device(dev.cc_major, dev.cc_minor, true);
+  const TileConfigId config = config_for_image(dev.image_arch, false);
+  const TileConfigId fp8_config = config_for_image(dev.image_arch, true);
   if (use_sm90a(dev, false)) {
     prepare_sm90a<__nv_bfloat16>(dev.smem_optin, fn);
     prepare_sm90a<__half>(dev.smem_optin, fn);
@@ -172,7 +172,7 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
     a.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_out_bytes(p, plan.num_splits));
   }
 
-  const TileConfigId config = config_for_device(dev.cc_major, dev.cc_minor, fp8);
+  const TileConfigId config = config_for_image(dev.image_arch, fp8);
   const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
   if (plan.kernel == PagedKernel::kSm90aPingPong) {
     bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
@@ -183,8 +183,8 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
   } else {
     fp8 ? launch_tiles<__half, true>(a, config, stream) : launch_tiles<__half, false>(a, config, stream);
   }
-  // The split kernels let the merge launch early on sm_90+ (it waits for them).
-  if (plan.num_splits > 1) launch_split_merge(a, dev.sm_count, dev.cc_major >= 9, stream);
+  // The split kernels let the merge launch early in sm_90+ images (it waits for them).
+  if (plan.num_splits > 1) launch_split_merge(a, dev.sm_count, dev.image_arch >= 900, stream);
 }
 
 }  // namespace kdtree::verify

@@ -119,11 +119,16 @@ __host__ __device__ constexpr bool config_built_for(int arch) {
   }
 }
 
-// The config the host launches on a device of compute capability major.minor.
-inline TileConfigId config_for_device(int cc_major, int cc_minor, bool kv_fp8) {
+// The config the host launches on a device that runs this library's kernel
+// image for arch `image_arch` (DeviceInfo::image_arch): the one whose body
+// config_built_for put in that image. Not the device's own compute
+// capability: a build without it runs another arch's image there (an sm_80
+// cubin on sm_86, compute_89 PTX on sm_90), whose other configs are empty.
+// (With KDTREE_SM90A, 900's 16-bit KV runs verify_paged_sm90a.cu instead.)
+inline TileConfigId config_for_image(int image_arch, bool kv_fp8) {
   if (kv_fp8 || KDTREE_FORCE_SM120_CONFIG) return TileConfigId::kSmall;
-  if (cc_major == 8 && cc_minor == 0) return TileConfigId::kMedium;
-  if (cc_major >= 9 && cc_major < 12) return TileConfigId::kLarge;
+  if (image_arch == 800) return TileConfigId::kMedium;
+  if (image_arch >= 900 && image_arch < 1200) return TileConfigId::kLarge;
   return TileConfigId::kSmall;
 }
 
