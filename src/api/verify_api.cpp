@@ -137,6 +137,7 @@ bool validate_contiguous(const Checker& c, const kdtree_verify_contiguous_params
   }
   if (p->mask_kind == KDTREE_MASK_TREE_BITS) {
     c.at_least(p->mask_row_bytes, (p->q_len + 7) / 8, "mask_row_bytes");
+    c.product(p->q_len, p->mask_row_bytes, "q_len * mask_row_bytes (TREE_BITS offsets)");
   }
   c.zero(p->reserved0, "reserved0");
 

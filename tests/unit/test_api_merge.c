@@ -211,6 +211,8 @@ static void contiguous_rules(void** state) {
   CASE(p->mask = NULL, KDTREE_ERROR_INVALID_ARGUMENT, "mask is NULL");
   CASE(p->mask_kind = KDTREE_MASK_TREE_BITS; p->mask_row_bytes = 0, KDTREE_ERROR_INVALID_ARGUMENT,
        "mask_row_bytes = 0 is less than 1");
+  CASE(p->mask_kind = KDTREE_MASK_TREE_BITS; p->mask_row_bytes = INT64_MAX / 2, KDTREE_ERROR_INVALID_ARGUMENT,
+       "q_len * mask_row_bytes (TREE_BITS offsets) overflows int64");
   CASE(p->kv = NULL, KDTREE_ERROR_INVALID_ARGUMENT, "kv is NULL");
   CASE(p->kv_stride = 100, KDTREE_ERROR_INVALID_ARGUMENT,
        "kv_stride = 100 makes rows of kv overlap (needs >= 576)");
