@@ -353,7 +353,7 @@ KDTREE_API kdtree_status kdtree_merge_attention_states_host(const kdtree_merge_p
 
 typedef struct kdtree_defrag_copy_params {
   uint32_t struct_size;        /* sizeof(kdtree_defrag_copy_params)           */
-  int32_t num_layers;          /* >= 1                                        */
+  int32_t num_layers;          /* 1 .. 2^20                                   */
   const uint64_t* layer_base;  /* [num_layers] device array of layer base
                                   addresses (device pointers as integers)    */
   int64_t slot_stride_bytes;   /* bytes between consecutive slots of a layer  */

@@ -24,6 +24,7 @@ bool validate_copy(const Checker& c, const kdtree_defrag_copy_params* p) {
   if (p->max_moves == 0) return false;
 
   c.at_least(p->num_layers, 1, "num_layers");
+  c.built_range(p->num_layers, 1, kMaxLayers, "num_layers");
   c.at_least(p->row_bytes, 1, "row_bytes");
   if (p->slot_stride_bytes < p->row_bytes) {
     c.fail(KDTREE_ERROR_INVALID_ARGUMENT, "slot_stride_bytes = " + std::to_string(p->slot_stride_bytes) +
@@ -228,7 +229,7 @@ KDTREE_API kdtree_status kdtree_sort_slots_workspace_size(int32_t index_dtype, i
     }
     // CUB's size query asks the runtime for the device's PTX version.
     kdtree::current_device(fn);
-    *workspace_bytes = kdtree::defrag::sort_workspace_bytes(index_dtype, count, num_slots);
+    *workspace_bytes = kdtree::defrag::sort_workspace_bytes(index_dtype, count, num_slots, fn);
   });
 }
 
@@ -244,7 +245,7 @@ KDTREE_API kdtree_status kdtree_sort_slots(void* slots, int32_t index_dtype, int
     c.aligned(slots, kdtree::api::dtype_bytes(index_dtype), "slots");
     kdtree::current_device(fn);
     c.workspace(workspace, workspace_bytes,
-                kdtree::defrag::sort_workspace_bytes(index_dtype, count, num_slots),
+                kdtree::defrag::sort_workspace_bytes(index_dtype, count, num_slots, fn),
                 "kdtree_sort_slots_workspace_size");
     kdtree::defrag::launch_sort(slots, index_dtype, count, num_slots, workspace, workspace_bytes,
                                 stream);

@@ -19,6 +19,8 @@ inline constexpr int32_t kMaxBatch = 65535;  // verify grid.z
 inline constexpr int32_t kMaxQLen = 128;
 // Largest merge head_dim (value dim).
 inline constexpr int32_t kMaxMergeHeadDim = 1024;
+// Most layers one defrag copy takes (the copy kernels count layers in int32).
+inline constexpr int32_t kMaxLayers = 1 << 20;
 
 // "KDTREE_DTYPE_BF16", or the number for a value outside the enum.
 std::string dtype_name(int32_t dtype);

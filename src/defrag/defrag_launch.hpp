@@ -16,7 +16,8 @@ void launch_copy(const kdtree_defrag_copy_params& p, cudaStream_t stream);
 size_t remap_workspace_bytes(const kdtree_defrag_remap_params& p);
 void launch_remap(const kdtree_defrag_remap_params& p, void* workspace, cudaStream_t stream);
 
-size_t sort_workspace_bytes(int32_t index_dtype, int64_t count, int64_t num_slots);
+// `function`: the entry point that asks, named if CUB's size query fails.
+size_t sort_workspace_bytes(int32_t index_dtype, int64_t count, int64_t num_slots, const char* function);
 void launch_sort(void* slots, int32_t index_dtype, int64_t count, int64_t num_slots,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 

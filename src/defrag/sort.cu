@@ -33,11 +33,11 @@ int end_bit_for(int64_t num_slots) {
 }
 
 template <class Key>
-size_t cub_temp_bytes(int64_t count, int end_bit) {
+size_t cub_temp_bytes(int64_t count, int end_bit, const char* function) {
   size_t bytes = 0;
   check_cuda(cub::DeviceRadixSort::SortKeys(nullptr, bytes, static_cast<const Key*>(nullptr),
                                             static_cast<Key*>(nullptr), count, 0, end_bit),
-             kFunction, "cub::DeviceRadixSort::SortKeys (size query)");
+             function, "cub::DeviceRadixSort::SortKeys (size query)");
   return bytes;
 }
 
@@ -59,15 +59,15 @@ void sort_keys(Key* slots, int64_t count, int64_t num_slots, void* workspace,
 
 }  // namespace
 
-size_t sort_workspace_bytes(int32_t index_dtype, int64_t count, int64_t num_slots) {
+size_t sort_workspace_bytes(int32_t index_dtype, int64_t count, int64_t num_slots, const char* function) {
   if (count <= 1) return 0;  // nothing to sort
   const int end_bit = end_bit_for(num_slots);
   if (index_dtype == KDTREE_DTYPE_INT64) {
     return align_up(static_cast<size_t>(count) * sizeof(int64_t)) +
-           cub_temp_bytes<int64_t>(count, end_bit);
+           cub_temp_bytes<int64_t>(count, end_bit, function);
   }
   return align_up(static_cast<size_t>(count) * sizeof(int32_t)) +
-         cub_temp_bytes<int32_t>(count, end_bit);
+         cub_temp_bytes<int32_t>(count, end_bit, function);
 }
 
 void launch_sort(void* slots, int32_t index_dtype, int64_t count, int64_t num_slots,

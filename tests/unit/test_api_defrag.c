@@ -35,11 +35,12 @@ static void copy_rules(void** state) {
     kdtree_defrag_copy_params p;
     kdtree_status status;
     const char* message;
-  } cases[16];
+  } cases[20];
   int n = 0;
 #define CASE(stmt, st, msg) ADD_CASE(kdtree_defrag_copy_params, valid_copy, stmt, st, msg)
   CASE(p->max_moves = -1, KDTREE_ERROR_INVALID_ARGUMENT, "max_moves = -1 is less than 0");
   CASE(p->num_layers = 0, KDTREE_ERROR_INVALID_ARGUMENT, "num_layers = 0 is less than 1");
+  CASE(p->num_layers = INT32_MAX, KDTREE_ERROR_UNSUPPORTED, "num_layers = 2147483647 is out of range [1, 1048576]");
   CASE(p->row_bytes = 0, KDTREE_ERROR_INVALID_ARGUMENT, "row_bytes = 0 is less than 1");
   CASE(p->slot_stride_bytes = 1024, KDTREE_ERROR_INVALID_ARGUMENT,
        "slot_stride_bytes = 1024 is less than row_bytes = 1152");
