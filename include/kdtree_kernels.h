@@ -417,9 +417,11 @@ typedef struct kdtree_defrag_plan_params {
   const int64_t* request_slots;  /* live slots of each request, in token order */
   const int64_t* free_slots;     /* [num_free] free slots (any order)         */
   int64_t num_free;
-  const int64_t* pinned_slots;   /* [num_pinned] never moved (radix cache)    */
+  const int64_t* pinned_slots;   /* [num_pinned] never moved (radix cache); may
+                                    be in several requests (a shared prefix) */
   int64_t num_pinned;
-  const int64_t* reserved_slots; /* [num_reserved] never a destination (slot 0) */
+  const int64_t* reserved_slots; /* [num_reserved] never moved nor a destination
+                                    (slot 0)                                  */
   int64_t num_reserved;
   int64_t budget;                /* most moves to produce                     */
   int64_t* move_src;             /* [budget] out                              */
@@ -429,10 +431,13 @@ typedef struct kdtree_defrag_plan_params {
 
 KDTREE_API kdtree_status kdtree_defrag_plan_params_init(kdtree_defrag_plan_params* params);
 /* Produces at most `budget` moves into free slots that make requests' slots
- * contiguous and ascending, most fragmented request first. Every destination
- * is free, unique, not reserved and not a source; pinned slots never move.
- * Input slots out of range, duplicated, or both live and free are rejected
- * (INVALID_ARGUMENT, outputs untouched). */
+ * contiguous and ascending, most fragmented request first: in each request
+ * the slots after its last pinned or reserved one. Every destination is free,
+ * unique, not reserved and not a source; pinned and reserved slots never move.
+ * Input slots out of range, duplicated (but for pinned slots shared by
+ * requests), or both live (or pinned) and free are rejected (INVALID_ARGUMENT,
+ * outputs untouched); a num_slots the host cannot map one byte per slot is
+ * UNSUPPORTED. */
 KDTREE_API kdtree_status kdtree_defrag_plan(const kdtree_defrag_plan_params* params);
 
 typedef struct kdtree_fragmentation_stats {
@@ -447,9 +452,10 @@ typedef struct kdtree_fragmentation_stats {
   int64_t num_free;
 } kdtree_fragmentation_stats;
 
-/* Host. Reads request_indptr/request_slots/free_slots/num_* of `plan_params`
- * (the other fields are ignored). runs_per_request: optional host
- * [num_requests] out. stats->struct_size must be set by the caller. */
+/* Host. Reads request_indptr/request_slots/free_slots/pinned_slots/num_* of
+ * `plan_params` (the other fields are ignored; the planner's input rules).
+ * runs_per_request: optional host [num_requests] out. stats->struct_size must
+ * be set by the caller. */
 KDTREE_API kdtree_status kdtree_fragmentation_stats_compute(const kdtree_defrag_plan_params* plan_params,
                                                             int64_t* runs_per_request,
                                                             kdtree_fragmentation_stats* stats);

@@ -109,9 +109,11 @@ std::vector<Candidate> fragmented_requests(const kdtree_defrag_plan_params& p,
     const int64_t lo = p.request_indptr[b];
     const int64_t hi = p.request_indptr[b + 1];
     int64_t begin = lo;
-    if (p.num_pinned > 0) {  // nothing pinned: the whole list is movable
+    // A live reserved slot stays where it is too (it is never a destination,
+    // so moving it would hand it to the free list in step 4).
+    if (p.num_pinned > 0 || p.num_reserved > 0) {  // neither: the whole list is movable
       for (int64_t i = hi - 1; i >= lo; --i) {
-        if (state[p.request_slots[i]] & kSlotPinned) {
+        if (state[p.request_slots[i]] & (kSlotPinned | kSlotReserved)) {
           begin = i + 1;
           break;
         }
@@ -182,7 +184,7 @@ Moves plan_moves(const kdtree_defrag_plan_params& p, std::vector<uint8_t>* state
 }  // namespace
 
 void plan(const kdtree_defrag_plan_params& p) {
-  std::vector<uint8_t> state = census_slots(p, kPlanFunction, /*with_pinned_and_reserved=*/true);
+  std::vector<uint8_t> state = census_slots(p, kPlanFunction, /*with_reserved=*/true);
   const Moves moves = plan_moves(p, &state);
   std::copy(moves.src.begin(), moves.src.end(), p.move_src);
   std::copy(moves.dst.begin(), moves.dst.end(), p.move_dst);
@@ -192,7 +194,7 @@ void plan(const kdtree_defrag_plan_params& p) {
 void fragmentation_stats(const kdtree_defrag_plan_params& p, int64_t* runs_per_request,
                          kdtree_fragmentation_stats* stats) {
   const std::vector<uint8_t> state =
-      census_slots(p, kStatsFunction, /*with_pinned_and_reserved=*/false);
+      census_slots(p, kStatsFunction, /*with_reserved=*/false);
 
   kdtree_fragmentation_stats s = *stats;  // keeps the caller's struct_size
   s.reserved0 = 0;

@@ -1,9 +1,10 @@
 // Input checks of the planner and the statistics, and the per-slot state they
-// build. Checks run in list order (indptr, free, requests, pinned, reserved)
+// build. Checks run in list order (indptr, free, pinned, requests, reserved)
 // so the first bad entry is the one named; nothing is written by the caller
 // before this returns.
 #include "defrag/slot_census.hpp"
 
+#include <exception>
 #include <string>
 
 #include "common/error.hpp"
@@ -45,9 +46,15 @@ int64_t first_index_of(const int64_t* values, int64_t begin, int64_t end, int64_
 }  // namespace
 
 std::vector<uint8_t> census_slots(const kdtree_defrag_plan_params& p, const char* function,
-                                  bool with_pinned_and_reserved) {
+                                  bool with_reserved) {
   const int64_t num_slots = p.num_slots;
-  std::vector<uint8_t> state(static_cast<size_t>(num_slots), 0);
+  std::vector<uint8_t> state;
+  try {
+    state.assign(static_cast<size_t>(num_slots), 0);
+  } catch (const std::exception&) {  // bad_alloc, or length_error past max_size()
+    fail(KDTREE_ERROR_UNSUPPORTED, function,
+         "num_slots = " + std::to_string(num_slots) + ": the host cannot hold the planner's one byte per slot");
+  }
 
   const int64_t* indptr = p.request_indptr;
   if (p.num_requests > 0) {
@@ -76,6 +83,17 @@ std::vector<uint8_t> census_slots(const kdtree_defrag_plan_params& p, const char
     state[s] |= kSlotFree;
   }
 
+  // Before the requests: a pinned slot (the radix cache's) may be in several.
+  for (int64_t i = 0; i < p.num_pinned; ++i) {
+    const int64_t s = p.pinned_slots[i];
+    check_in_range(function, "pinned_slots", i, s, num_slots);
+    if (state[s] & kSlotFree) {
+      fail(KDTREE_ERROR_INVALID_ARGUMENT, function,
+           entry("pinned_slots", i, s) + " is also in free_slots");
+    }
+    state[s] |= kSlotPinned;
+  }
+
   if (p.num_requests > 0) {
     const int64_t first = indptr[0];
     const int64_t last = indptr[p.num_requests];
@@ -87,7 +105,7 @@ std::vector<uint8_t> census_slots(const kdtree_defrag_plan_params& p, const char
         fail(KDTREE_ERROR_INVALID_ARGUMENT, function,
              entry("request_slots", i, s) + " is also in free_slots");
       }
-      if (state[s] & kSlotLive) {
+      if ((state[s] & (kSlotLive | kSlotPinned)) == kSlotLive) {
         fail(KDTREE_ERROR_INVALID_ARGUMENT, function,
              entry("request_slots", i, s) + " duplicates request_slots[" +
                  std::to_string(first_index_of(p.request_slots, first, i, s)) + "]");
@@ -96,17 +114,8 @@ std::vector<uint8_t> census_slots(const kdtree_defrag_plan_params& p, const char
     }
   }
 
-  if (!with_pinned_and_reserved) return state;
+  if (!with_reserved) return state;
 
-  for (int64_t i = 0; i < p.num_pinned; ++i) {
-    const int64_t s = p.pinned_slots[i];
-    check_in_range(function, "pinned_slots", i, s, num_slots);
-    if (state[s] & kSlotFree) {
-      fail(KDTREE_ERROR_INVALID_ARGUMENT, function,
-           entry("pinned_slots", i, s) + " is also in free_slots");
-    }
-    state[s] |= kSlotPinned;
-  }
   for (int64_t i = 0; i < p.num_reserved; ++i) {
     const int64_t s = p.reserved_slots[i];
     check_in_range(function, "reserved_slots", i, s, num_slots);

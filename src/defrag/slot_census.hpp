@@ -23,12 +23,13 @@ enum SlotBits : uint8_t {
 // Checks the lists and returns the state of every slot in [0, num_slots).
 // Throws INVALID_ARGUMENT naming `function`, the list, the index and the
 // value for: request_indptr decreasing or negative; a slot outside
-// [0, num_slots); a slot twice in free_slots or twice over all requests; a
-// live slot that is also free; and, when `with_pinned_and_reserved`, a pinned
-// slot that is free or a pinned / reserved slot out of range (duplicates in
-// those two lists are harmless and accepted).
+// [0, num_slots); a slot twice in free_slots, or twice over all requests
+// unless it is pinned (a radix-cache prefix that requests share); a live or
+// pinned slot that is also free; and, when `with_reserved`, a reserved slot
+// out of range (duplicates in pinned_slots and reserved_slots are harmless
+// and accepted). UNSUPPORTED when the host cannot hold num_slots bytes.
 std::vector<uint8_t> census_slots(const kdtree_defrag_plan_params& p, const char* function,
-                                  bool with_pinned_and_reserved);
+                                  bool with_reserved);
 
 // Maximal runs of consecutive ascending slots (slots[k+1] == slots[k] + 1)
 // in slots[begin, end); 0 for an empty range.

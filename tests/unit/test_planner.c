@@ -220,10 +220,11 @@ static int64_t total_runs(const Pool* pool) {
   return runs;
 }
 
-/* First index of the movable segment of request b: after its last pinned slot. */
-static int64_t segment_begin(const Pool* pool, const uint8_t* pinned, int64_t b) {
+/* First index of the movable segment of request b: after its last pinned (or
+ * live reserved) slot. */
+static int64_t segment_begin(const Pool* pool, const uint8_t* fixed, int64_t b) {
   for (int64_t i = pool->indptr[b + 1] - 1; i >= pool->indptr[b]; --i) {
-    if (pinned[pool->slots[i]]) return i + 1;
+    if (fixed[pool->slots[i]]) return i + 1;
   }
   return pool->indptr[b];
 }
@@ -269,7 +270,7 @@ static int64_t check_and_apply(Pool* pool, int64_t budget) {
     assert_true(src[m] >= 0 && src[m] < pool->num_slots);
     assert_true(dst[m] >= 0 && dst[m] < pool->num_slots);
     assert_true(role[src[m]] & ROLE_LIVE);
-    assert_false(role[src[m]] & (ROLE_PINNED | ROLE_SRC));
+    assert_false(role[src[m]] & (ROLE_PINNED | ROLE_RESERVED | ROLE_SRC));
     assert_true(role[dst[m]] & ROLE_FREE);
     assert_false(role[dst[m]] & (ROLE_PINNED | ROLE_RESERVED | ROLE_DST));
     role[src[m]] |= ROLE_SRC;
@@ -281,18 +282,19 @@ static int64_t check_and_apply(Pool* pool, int64_t budget) {
   int64_t* map = malloc(sizeof(int64_t) * (size_t)pool->num_slots);
   for (int64_t s = 0; s < pool->num_slots; ++s) map[s] = s;
   for (int64_t m = 0; m < count; ++m) map[src[m]] = dst[m];
-  uint8_t* pinned = calloc((size_t)pool->num_slots, 1);
-  for (int64_t i = 0; i < pool->num_pinned; ++i) pinned[pool->pinned[i]] = 1;
+  uint8_t* fixed = calloc((size_t)pool->num_slots, 1); /* pinned or reserved: never moved */
+  for (int64_t i = 0; i < pool->num_pinned; ++i) fixed[pool->pinned[i]] = 1;
+  for (int64_t i = 0; i < pool->num_reserved; ++i) fixed[pool->reserved[i]] = 1;
   for (int64_t b = 0; b < pool->num_requests; ++b) {
     const int64_t lo = pool->indptr[b];
     const int64_t hi = pool->indptr[b + 1];
-    const int64_t seg = segment_begin(pool, pinned, b);
+    const int64_t seg = segment_begin(pool, fixed, b);
     const int64_t runs_before = runs_of(pool->slots, lo, hi);
     int moved = 0;
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t to = map[pool->slots[i]];
       if (to != pool->slots[i]) {
-        assert_true(i >= seg); /* the policy: nothing up to the last pinned slot moves */
+        assert_true(i >= seg); /* the policy: nothing up to the last pinned or reserved slot moves */
         moved = 1;
       }
       pool->slots[i] = to;
@@ -307,7 +309,7 @@ static int64_t check_and_apply(Pool* pool, int64_t budget) {
   for (int64_t m = 0; m < count; ++m) pool->free_slots[kept++] = src[m];
   pool->num_free = kept;
 
-  free(pinned);
+  free(fixed);
   free(map);
   free(role);
   free(dst2);
@@ -569,6 +571,12 @@ static void test_bad_input_rejected(void** state) {
       const int64_t j = i == 0 ? 1 : i - 1 - rng_below(i);
       const int64_t first = j < i ? j : i;
       const int64_t second = j < i ? i : j;
+      int pinned = 0; /* a pinned slot may be in several requests (a shared prefix) */
+      for (int64_t k = 0; k < pool.num_pinned; ++k) pinned |= pool.pinned[k] == pool.slots[first];
+      if (pinned) {
+        pool_free(&pool);
+        continue;
+      }
       pool.slots[second] = pool.slots[first];
       snprintf(expected, sizeof(expected),
                "kdtree_defrag_plan: request_slots[%lld] = %lld duplicates request_slots[%lld]",
@@ -579,6 +587,65 @@ static void test_bad_input_rejected(void** state) {
     expect_rejected(&bad, expected);
     pool_free(&pool);
   }
+}
+
+/* Requests sharing a pinned prefix (the radix cache's slots, in each one's
+ * list): accepted by the planner and the statistics; the prefix never moves,
+ * each request's own tail is planned. A shared slot that is not pinned is
+ * still a duplicate. */
+static void test_shared_pinned_prefix(void** state) {
+  (void)state;
+  /* 16 slots; requests [4,5,9,2] and [4,5,11,13]; pinned 4,5; free 6,7,8,10,12,14,15. */
+  int64_t indptr[] = {0, 4, 8};
+  int64_t slots[] = {4, 5, 9, 2, 4, 5, 11, 13};
+  int64_t free_slots[] = {6, 7, 8, 10, 12, 14, 15};
+  int64_t pinned[] = {4, 5};
+  Pool pool = {16, 2, indptr, slots, free_slots, 7, pinned, 2, NULL, 0};
+  int64_t src[8], dst[8], count = POISON;
+  kdtree_defrag_plan_params p = plan_params(&pool, 8, src, dst, &count);
+  assert_int_equal(kdtree_defrag_plan(&p), KDTREE_OK);
+  assert_true(count > 0);
+  for (int64_t m = 0; m < count; ++m) assert_true(src[m] != 4 && src[m] != 5);
+  int64_t runs[2];
+  kdtree_fragmentation_stats stats;
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = sizeof(stats);
+  assert_int_equal(kdtree_fragmentation_stats_compute(&p, runs, &stats), KDTREE_OK);
+  assert_int_equal(stats.total_slots, 8);
+
+  p.num_pinned = 1; /* slot 5 no longer pinned: in two requests, a duplicate */
+  expect_rejected(&p, "kdtree_defrag_plan: request_slots[5] = 5 duplicates request_slots[1]");
+}
+
+/* A reserved slot in a request's list (slot 0) is never moved: moving it
+ * would put it on the free list in step 4. */
+static void test_live_reserved_slot_stays(void** state) {
+  (void)state;
+  /* 10 slots; request [0,5,2]; reserved 0; free 3,4,6..9. */
+  int64_t indptr[] = {0, 3};
+  int64_t slots[] = {0, 5, 2};
+  int64_t free_slots[] = {3, 4, 6, 7, 8, 9};
+  int64_t reserved[] = {0};
+  Pool pool = {10, 1, indptr, slots, free_slots, 6, NULL, 0, reserved, 1};
+  int64_t src[4], dst[4], count = POISON;
+  kdtree_defrag_plan_params p = plan_params(&pool, 4, src, dst, &count);
+  assert_int_equal(kdtree_defrag_plan(&p), KDTREE_OK);
+  assert_true(count > 0);
+  for (int64_t m = 0; m < count; ++m) assert_true(src[m] != 0);
+}
+
+/* A pool the host cannot map one byte per slot: UNSUPPORTED naming num_slots. */
+static void test_huge_pool_rejected(void** state) {
+  (void)state;
+  int64_t indptr[] = {0, 0};
+  Pool pool = {INT64_MAX, 1, indptr, NULL, NULL, 0, NULL, 0, NULL, 0};
+  int64_t src[1], dst[1], count = POISON;
+  kdtree_defrag_plan_params p = plan_params(&pool, 1, src, dst, &count);
+  assert_int_equal(kdtree_defrag_plan(&p), KDTREE_ERROR_UNSUPPORTED);
+  assert_string_equal(kdtree_last_error_message(),
+                      "kdtree_defrag_plan: num_slots = 9223372036854775807: the host cannot hold the "
+                      "planner's one byte per slot");
+  assert_int_equal(count, POISON);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -694,6 +761,9 @@ int main(void) {
       cmocka_unit_test(test_extends_longest_run_in_place),
       cmocka_unit_test(test_most_fragmented_first),
       cmocka_unit_test(test_bad_input_rejected),
+      cmocka_unit_test(test_shared_pinned_prefix),
+      cmocka_unit_test(test_live_reserved_slot_stays),
+      cmocka_unit_test(test_huge_pool_rejected),
       cmocka_unit_test(test_fragmentation_stats),
       cmocka_unit_test(test_random_pools),
       cmocka_unit_test(test_replanning_converges),

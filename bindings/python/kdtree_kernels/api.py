@@ -585,12 +585,13 @@ def defrag_plan(requests, free_slots, *, num_slots, budget, pinned_slots=(),
     return move_src[:count.value].copy(), move_dst[:count.value].copy()
 
 
-def fragmentation_stats(requests, free_slots, *, num_slots):
+def fragmentation_stats(requests, free_slots, *, num_slots, pinned_slots=()):
     """Host fragmentation statistics: a dict of the kdtree_fragmentation_stats
-    fields plus "runs_per_request" (int64 NumPy array)."""
+    fields plus "runs_per_request" (int64 NumPy array). pinned_slots: as the
+    planner's (slots that several requests may share)."""
     import numpy as np
 
-    p, keep = _plan_params(requests, free_slots, num_slots, (), ())
+    p, keep = _plan_params(requests, free_slots, num_slots, pinned_slots, ())
     runs = np.zeros(p.num_requests, dtype=np.int64)
     st = s.FragmentationStats()
     st.struct_size = ctypes.sizeof(st)
