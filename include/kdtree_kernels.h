@@ -342,7 +342,9 @@ KDTREE_API kdtree_status kdtree_merge_attention_states_host(const kdtree_merge_p
 /*
  * The protocol (SPEC section 5). Each step leaves every request's KV reachable
  * and identical through its table, so a stop after any step loses nothing and
- * re-running the plan converges:
+ * re-running the plan (its same moves, steps 2-4 again) converges; a new plan
+ * takes the free list of a finished step 4 (a destination still listed free
+ * while a request holds it is rejected as both live and free):
  *   1. kdtree_defrag_plan (host): moves src -> dst, every dst a free slot.
  *   2. kdtree_defrag_copy: copy rows src -> dst in every layer. Old rows stay.
  *   3. kdtree_defrag_remap (same stream, after 2): rewrite slot tables; the
