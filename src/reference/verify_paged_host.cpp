@@ -21,7 +21,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -156,12 +158,34 @@ void attend_request(const kdtree_verify_paged_params& p, int64_t b, const Reques
     attend_rows(p, b, r, keys, 0, pairs);
     return;
   }
+  // An exception leaving a std::thread, or unwinding past a joinable one,
+  // calls std::terminate, and SPEC section 4 forbids aborting. So every range
+  // keeps its first exception for this thread to rethrow after the joins (the
+  // API guard turns it into a status), and a range whose thread cannot be
+  // started (EAGAIN, bad_alloc) runs here instead: it is the same range in the
+  // same key order, so the result does not change.
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto run = [&](int64_t begin, int64_t end) {
+    try {
+      attend_rows(p, b, r, keys, begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
+  pool.reserve(size_t(threads));  // emplace_back below never reallocates
   for (int64_t w = 0; w < threads; ++w) {
     int64_t begin = pairs * w / threads, end = pairs * (w + 1) / threads;
-    pool.emplace_back([&p, b, &r, &keys, begin, end] { attend_rows(p, b, r, keys, begin, end); });
+    try {
+      pool.emplace_back(run, begin, end);
+    } catch (...) {
+      run(begin, end);
+    }
   }
   for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
