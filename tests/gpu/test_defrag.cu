@@ -80,6 +80,13 @@ void* device_indices(const std::vector<int64_t>& v, int32_t dtype) {
   return device_copy(narrow);
 }
 
+// The `count` INT32 / INT64 indices at d, widened.
+std::vector<int64_t> host_indices(const void* d, int32_t dtype, int64_t count) {
+  if (dtype == KDTREE_DTYPE_INT64) return host_copy(static_cast<const int64_t*>(d), count);
+  const std::vector<int32_t> narrow = host_copy(static_cast<const int32_t*>(d), count);
+  return std::vector<int64_t>(narrow.begin(), narrow.end());
+}
+
 // A page_size-1 pool: requests of random lengths on shuffled slots of
 // [1, num_slots - free_tail), the rest and the tail free; slot 0 reserved
 // (neither live nor free, like SGLang's padding slot). The contiguous free
@@ -757,15 +764,8 @@ void test_sort(std::mt19937_64& rng) {
         if (bytes) CUDA_CHECK(cudaMalloc(&ws, bytes));
         KDTREE_CHECK(kdtree_sort_slots(d, dtype, count, num_slots, ws, bytes, nullptr));
         CUDA_CHECK(cudaDeviceSynchronize());
-        std::vector<int64_t> got;
-        if (dtype == KDTREE_DTYPE_INT64) {
-          got = host_copy(static_cast<int64_t*>(d), count);
-        } else {
-          auto narrow = host_copy(static_cast<int32_t*>(d), count);
-          got.assign(narrow.begin(), narrow.end());
-        }
         std::sort(slots.begin(), slots.end());
-        CHECK(got == slots);
+        CHECK(host_indices(d, dtype, count) == slots);
         CUDA_CHECK(cudaFree(d));
         if (ws) CUDA_CHECK(cudaFree(ws));
       }
@@ -797,19 +797,12 @@ void test_sort_graph_capture(std::mt19937_64& rng) {
     for (int fill = 0; fill < 2; ++fill) {
       std::vector<int64_t> slots(count);
       for (auto& s : slots) s = static_cast<int64_t>(rng() % num_slots);
-      std::vector<int32_t> narrow(slots.begin(), slots.end());
+      const std::vector<int32_t> narrow(slots.begin(), slots.end());
       to_device(d, dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(slots.data()) : narrow.data(), count * elem);
       CUDA_CHECK(cudaGraphLaunch(exec, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      std::vector<int64_t> got;
-      if (dtype == KDTREE_DTYPE_INT64) {
-        got = host_copy(static_cast<int64_t*>(d), count);
-      } else {
-        auto sorted = host_copy(static_cast<int32_t*>(d), count);
-        got.assign(sorted.begin(), sorted.end());
-      }
       std::sort(slots.begin(), slots.end());
-      CHECK(got == slots);
+      CHECK(host_indices(d, dtype, count) == slots);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));

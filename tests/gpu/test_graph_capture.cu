@@ -33,6 +33,28 @@ cudaGraphExec_t capture(cudaStream_t stream, Enqueue enqueue) {
   return exec;
 }
 
+// Captures `call` (which poisons out and lse, then enqueues one entry point)
+// and, over two fills of new inputs (`refill` uploads them), checks that the
+// replay equals an eager call bitwise in out and lse: the graph reads the
+// buffers' contents at each replay.
+template <class Refill, class Call>
+void replay_over_fills(Report& report, const std::string& what, cudaStream_t stream, Refill refill, Call call,
+                       const DeviceBuffer& out, const DeviceBuffer& lse) {
+  cudaGraphExec_t exec = capture(stream, call);
+  for (int fill = 0; fill < 2; ++fill) {
+    refill();
+    call();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<uint8_t> eager = out.download(), eager_lse = lse.download();
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    report.add_case();
+    report.check(out.download() == eager && lse.download() == eager_lse,
+                 what + " fill " + std::to_string(fill) + ": replay differs from eager");
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
+
 PagedSpec graph_spec(Rng& rng, int32_t mask_kind, int32_t tail_source) {
   // Host bounds shared by every refill: B = 3, max_q_len = 32, total_q = 40.
   const int64_t max_prefix = scaled<int64_t>(3000, 600);
@@ -114,22 +136,13 @@ void contiguous_replay(Report& report, Rng& rng) {
     CUDA_CHECK(cudaMemsetAsync(d_lse.data(), kOutputSentinel, d_lse.size(), stream));
     KDTREE_CHECK(kdtree_verify_contiguous(&p, stream));
   };
-  cudaGraphExec_t exec = capture(stream, poison_and_call);
-  for (int fill = 0; fill < 2; ++fill) {  // the graph reads the buffers' contents at each replay
+  const auto refill = [&] {
     for (float& x : q) x = rng.uniform(-2.0f, 2.0f);
     for (float& x : kv) x = rng.uniform(-2.0f, 2.0f);
     d_q.upload(q);
     d_kv.upload(kv);
-    poison_and_call();
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::vector<uint8_t> eager = d_out.download(), eager_lse = d_lse.download();
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    report.add_case();
-    report.check(d_out.download() == eager && d_lse.download() == eager_lse,
-                 "kdtree_verify_contiguous fill " + std::to_string(fill) + ": replay differs from eager");
-  }
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  };
+  replay_over_fills(report, "kdtree_verify_contiguous", stream, refill, poison_and_call, d_out, d_lse);
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
@@ -148,22 +161,13 @@ void merge_replay(Report& report, Rng& rng) {
     CUDA_CHECK(cudaMemsetAsync(d_out_lse.data(), kOutputSentinel, d_out_lse.size(), stream));
     KDTREE_CHECK(kdtree_merge_attention_states(&p, stream));
   };
-  cudaGraphExec_t exec = capture(stream, poison_and_call);
-  for (int fill = 0; fill < 2; ++fill) {  // the graph reads the buffers' contents at each replay
+  const auto refill = [&] {
     for (float& x : values) x = rng.uniform(-2.0f, 2.0f);
     for (float& x : lse) x = rng.uniform(0.0f, 1.0f) < 0.1f ? -INFINITY : rng.uniform(-5.0f, 5.0f);
     d_values.upload(values);
     d_lse.upload(lse);
-    poison_and_call();
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::vector<uint8_t> eager = d_out.download(), eager_lse = d_out_lse.download();
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    report.add_case();
-    report.check(d_out.download() == eager && d_out_lse.download() == eager_lse,
-                 "kdtree_merge_attention_states fill " + std::to_string(fill) + ": replay differs from eager");
-  }
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  };
+  replay_over_fills(report, "kdtree_merge_attention_states", stream, refill, poison_and_call, d_out, d_out_lse);
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
