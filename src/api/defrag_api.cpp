@@ -93,11 +93,13 @@ void validate_sort_shape(const Checker& c, int32_t index_dtype, int64_t count, i
   c.in_range(num_slots, 1, max_slots, "num_slots");
 }
 
-// The request / free-list arrays the planner and the statistics both read.
+// The request / free / pinned arrays the planner and the statistics both read.
 void validate_slot_lists(const Checker& c, const kdtree_defrag_plan_params* p) {
   c.at_least(p->num_slots, 0, "num_slots");
+  c.built_range(p->num_slots, 0, kMaxPlannerSlots, "num_slots");
   c.at_least(p->num_requests, 0, "num_requests");
   c.at_least(p->num_free, 0, "num_free");
+  c.at_least(p->num_pinned, 0, "num_pinned");
   if (p->num_requests > 0) {
     c.not_null(p->request_indptr, "request_indptr");
     // Host memory: the total decides whether request_slots may be NULL. Its
@@ -105,6 +107,7 @@ void validate_slot_lists(const Checker& c, const kdtree_defrag_plan_params* p) {
     if (p->request_indptr[p->num_requests] != 0) c.not_null(p->request_slots, "request_slots");
   }
   if (p->num_free > 0) c.not_null(p->free_slots, "free_slots");
+  if (p->num_pinned > 0) c.not_null(p->pinned_slots, "pinned_slots");
 }
 
 }  // namespace
@@ -184,9 +187,7 @@ KDTREE_API kdtree_status kdtree_defrag_plan(const kdtree_defrag_plan_params* par
     c.struct_size(params->struct_size, sizeof(kdtree_defrag_plan_params), "kdtree_defrag_plan_params");
     c.zero(params->reserved0, "reserved0");
     kdtree::api::validate_slot_lists(c, params);
-    c.at_least(params->num_pinned, 0, "num_pinned");
     c.at_least(params->num_reserved, 0, "num_reserved");
-    if (params->num_pinned > 0) c.not_null(params->pinned_slots, "pinned_slots");
     if (params->num_reserved > 0) c.not_null(params->reserved_slots, "reserved_slots");
     c.at_least(params->budget, 0, "budget");
     if (params->budget > 0) {

@@ -21,6 +21,8 @@ inline constexpr int32_t kMaxQLen = 128;
 inline constexpr int32_t kMaxMergeHeadDim = 1024;
 // Most layers one defrag copy takes (the copy kernels count layers in int32).
 inline constexpr int32_t kMaxLayers = 1 << 20;
+// Largest pool the host planner and statistics take (they map a byte per slot).
+inline constexpr int64_t kMaxPlannerSlots = int64_t{1} << 40;
 
 // "KDTREE_DTYPE_BF16", or the number for a value outside the enum.
 std::string dtype_name(int32_t dtype);

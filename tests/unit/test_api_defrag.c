@@ -265,6 +265,12 @@ static void stats_rules(void** state) {
                  KDTREE_ERROR_INVALID_ARGUMENT,
                  "kdtree_fragmentation_stats_compute: request_slots is NULL");
   p = valid_plan();
+  p.num_pinned = 2;
+  p.pinned_slots = NULL; /* the statistics read pinned_slots too */
+  EXPECT_FAILURE(kdtree_fragmentation_stats_compute(&p, NULL, &stats),
+                 KDTREE_ERROR_INVALID_ARGUMENT,
+                 "kdtree_fragmentation_stats_compute: pinned_slots is NULL");
+  p = valid_plan();
   EXPECT_OK(kdtree_fragmentation_stats_compute(&p, NULL, &stats));
   assert_int_equal(stats.num_requests, 2);
   assert_int_equal(stats.total_slots, 4);
