@@ -438,8 +438,8 @@ KDTREE_API kdtree_status kdtree_defrag_plan_params_init(kdtree_defrag_plan_param
  * unique, not reserved and not a source; pinned and reserved slots never move.
  * Input slots out of range, duplicated (but for pinned slots shared by
  * requests), or both live (or pinned) and free are rejected (INVALID_ARGUMENT,
- * outputs untouched); a num_slots the host cannot map one byte per slot is
- * UNSUPPORTED. */
+ * outputs untouched); num_slots above 2^40, or more than the host can map at
+ * a byte per slot, is UNSUPPORTED. */
 KDTREE_API kdtree_status kdtree_defrag_plan(const kdtree_defrag_plan_params* params);
 
 typedef struct kdtree_fragmentation_stats {
