@@ -46,6 +46,8 @@ void replay_over_fills(Report& report, const std::string& what, cudaStream_t str
     call();
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::vector<uint8_t> eager = out.download(), eager_lse = lse.download();
+    report.check(eager != std::vector<uint8_t>(eager.size(), kOutputSentinel),
+                 what + " fill " + std::to_string(fill) + ": the eager call wrote no output");
     CUDA_CHECK(cudaGraphLaunch(exec, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     report.add_case();
