@@ -158,7 +158,9 @@ KDTREE_API kdtree_status kdtree_struct_size(const char* struct_name, size_t* siz
  * device: on a thread that never chose one, that restores device 0 and so
  * creates its context; a rank that owns another GPU should call
  * cudaSetDevice(device) first. kdtree_device_supported behaves the same.
- * NO_DEVICE, ARCH_NOT_BUILT, INVALID_ARGUMENT (device out of range). */
+ * NO_DEVICE, ARCH_NOT_BUILT, INVALID_ARGUMENT (device out of range),
+ * UNSUPPORTED (the build's image for this device, e.g. sm_80's on an sm_86
+ * without its own, needs more shared memory than the device offers). */
 KDTREE_API kdtree_status kdtree_prepare(int32_t device);
 /* *ok = 1 when the library has a kernel image for `device`'s architecture and
  * the device can run it, else 0 (with OK). NO_DEVICE without a driver/GPU. */

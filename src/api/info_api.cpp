@@ -121,8 +121,10 @@ KDTREE_API kdtree_status kdtree_device_supported(int32_t device, int32_t* ok) {
     try {
       kdtree::prepared_device(device, fn);
     } catch (const kdtree::Error& e) {
-      // "No image for this arch" is the answer, not a failure.
-      if (e.status() != KDTREE_ERROR_ARCH_NOT_BUILT) throw;
+      // "No image for this arch" is the answer, not a failure; so is an
+      // image whose kernels need more shared memory than the device offers
+      // (UNSUPPORTED from the preparation: an sm_80-only build on sm_86).
+      if (e.status() != KDTREE_ERROR_ARCH_NOT_BUILT && e.status() != KDTREE_ERROR_UNSUPPORTED) throw;
       *ok = 0;
       return;
     }
