@@ -22,6 +22,14 @@ void set_last_error(const std::string& message) noexcept {
   }
 }
 
+void set_internal_error(const char* function, const char* what) noexcept {
+  try {
+    last_error = std::string(function) + ": internal error: " + what;
+  } catch (...) {
+    last_error.clear();  // as in set_last_error
+  }
+}
+
 void clear_last_error() noexcept { last_error.clear(); }
 
 }  // namespace kdtree

@@ -30,6 +30,9 @@ class Error : public std::exception {
 
 // Thread-local last error message (kdtree_last_error_message()).
 void set_last_error(const std::string& message) noexcept;
+// Sets "<function>: internal error: <what>", built where an out-of-memory
+// cannot escape (the message is left empty then).
+void set_internal_error(const char* function, const char* what) noexcept;
 void clear_last_error() noexcept;
 
 // Runs body(); maps kdtree::Error to its status, std::bad_alloc and any other
@@ -44,10 +47,10 @@ kdtree_status guard(const char* function, Body&& body) noexcept {
     set_last_error(e.what());
     return e.status();
   } catch (const std::exception& e) {
-    set_last_error(std::string(function) + ": internal error: " + e.what());
+    set_internal_error(function, e.what());
     return KDTREE_ERROR_INTERNAL;
   } catch (...) {
-    set_last_error(std::string(function) + ": internal error: unknown exception");
+    set_internal_error(function, "unknown exception");
     return KDTREE_ERROR_INTERNAL;
   }
 }
