@@ -124,12 +124,12 @@ __host__ __device__ constexpr bool config_built_for(int arch) {
 // config_built_for put in that image. Not the device's own compute
 // capability: a build without it runs another arch's image there (an sm_80
 // cubin on sm_86, compute_89 PTX on sm_90), whose other configs are empty.
-// (With KDTREE_SM90A, 900's 16-bit KV runs verify_paged_sm90a.cu instead.)
+// (With KDTREE_SM90A, 900's 16-bit KV runs verify_paged_sm90a.cu instead,
+// and the large config it is given here goes unused.)
 inline TileConfigId config_for_image(int image_arch, bool kv_fp8) {
-  if (kv_fp8 || KDTREE_FORCE_SM120_CONFIG) return TileConfigId::kSmall;
-  if (image_arch == 800) return TileConfigId::kMedium;
-  if (image_arch >= 900 && image_arch < 1200) return TileConfigId::kLarge;
-  return TileConfigId::kSmall;
+  if (kv_fp8 || config_built_for<SmallConfig, false>(image_arch)) return TileConfigId::kSmall;
+  if (config_built_for<MediumConfig, false>(image_arch)) return TileConfigId::kMedium;
+  return TileConfigId::kLarge;
 }
 
 }  // namespace kdtree::verify
