@@ -49,20 +49,11 @@ int g_failures = 0;
     }                                                                                     \
   } while (0)
 
-// Host to device, complete on return: cudaMemcpy from pageable memory may
-// return with its DMA still in flight, and work on a non-blocking stream (the
-// captured graphs' streams) is not ordered after it.
-void to_device(void* d, const void* host, size_t bytes) {
-  if (bytes == 0) return;
-  CUDA_CHECK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 template <class T>
 T* device_copy(const std::vector<T>& host) {
   T* d = nullptr;
   CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(1, host.size()) * sizeof(T)));
-  to_device(d, host.data(), host.size() * sizeof(T));
+  kdtest::upload(d, host.data(), host.size() * sizeof(T));
   return d;
 }
 
@@ -205,7 +196,7 @@ Layers make_layers(std::mt19937_64& rng, int num_layers, int64_t num_slots, int6
   L.host.resize(static_cast<size_t>(L.span) * num_layers + kGuard);
   for (auto& b : L.host) b = static_cast<uint8_t>(rng());
   CUDA_CHECK(cudaMalloc(&L.base, L.host.size()));
-  to_device(L.base, L.host.data(), L.host.size());
+  kdtest::upload(L.base, L.host.data(), L.host.size());
   std::vector<uint64_t> bases(num_layers);
   for (int l = 0; l < num_layers; ++l) {
     L.skew.push_back(skewed ? (l % 4) * 4 : 0);
@@ -596,7 +587,7 @@ void test_verify_after_relocation(std::mt19937_64& rng) {
     uint16_t* row = reinterpret_cast<uint16_t*>(host_row(L, 0, s));
     for (int d = 0; d < D; ++d) row[d] = kdtree::host_dtype::float_to_bf16(uni(rng));
   }
-  to_device(L.base, L.host.data(), L.host.size());
+  kdtest::upload(L.base, L.host.data(), L.host.size());
   uint64_t kv_base = 0;
   CUDA_CHECK(cudaMemcpy(&kv_base, L.layer_base, 8, cudaMemcpyDeviceToHost));
 
@@ -720,9 +711,9 @@ void test_graph_capture(std::mt19937_64& rng) {
     const int64_t n = static_cast<int64_t>(plan.src.size());
     CHECK(n > 0 && n <= max_moves);
     std::vector<int32_t> src(plan.src.begin(), plan.src.end()), dst(plan.dst.begin(), plan.dst.end());
-    to_device(d_src, src.data(), n * 4);
-    to_device(d_dst, dst.data(), n * 4);
-    to_device(d_count, &n, 8);
+    kdtest::upload(d_src, src.data(), n * 4);
+    kdtest::upload(d_dst, dst.data(), n * 4);
+    kdtest::upload(d_count, &n, 8);
     CUDA_CHECK(cudaGraphLaunch(exec, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
 
@@ -798,7 +789,7 @@ void test_sort_graph_capture(std::mt19937_64& rng) {
       std::vector<int64_t> slots(count);
       for (auto& s : slots) s = static_cast<int64_t>(rng() % num_slots);
       const std::vector<int32_t> narrow(slots.begin(), slots.end());
-      to_device(d, dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(slots.data()) : narrow.data(), count * elem);
+      kdtest::upload(d, dtype == KDTREE_DTYPE_INT64 ? static_cast<const void*>(slots.data()) : narrow.data(), count * elem);
       CUDA_CHECK(cudaGraphLaunch(exec, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));
       std::sort(slots.begin(), slots.end());

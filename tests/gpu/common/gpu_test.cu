@@ -163,17 +163,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+void upload(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 void DeviceBuffer::upload(const void* host, size_t bytes) {
   if (bytes > bytes_) {
     std::fprintf(stderr, "DeviceBuffer::upload: %zu bytes into a buffer of %zu\n", bytes, bytes_);
     std::exit(1);
   }
-  if (bytes == 0) return;
-  CUDA_CHECK(cudaMemcpy(data(), host, bytes, cudaMemcpyHostToDevice));
-  // Complete on return: from pageable memory cudaMemcpy may return with its
-  // DMA still in flight, and work on a non-blocking stream is not ordered
-  // after it.
-  CUDA_CHECK(cudaDeviceSynchronize());
+  kdtest::upload(data(), host, bytes);
 }
 
 void DeviceBuffer::fill(uint8_t byte) {

@@ -29,6 +29,11 @@ void check_status(kdtree_status status, const char* expr, const char* file, int 
 // Exits 77 (ctest: skipped) when there is no usable CUDA device.
 void require_gpu_or_skip(const char* test_name);
 
+// Host to device, complete on return: from pageable memory cudaMemcpy may
+// return with its DMA still in flight, and work on a non-blocking stream (the
+// graph tests') is not ordered after it.
+void upload(void* device, const void* host, size_t bytes);
+
 // ---- light mode under compute-sanitizer ----
 // scripts/gpu_check.sh sets KDTREE_TEST_SANITIZER for its compute-sanitizer
 // runs, where kernels run 10-1000x slower. The tests then keep every kind of
