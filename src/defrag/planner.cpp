@@ -3,9 +3,10 @@
 //
 // Policy.
 //  - The movable segment of a request is the part of its slot list after its
-//    last pinned slot (the whole list when nothing is pinned). Pinned slots
-//    are a radix-cache prefix shared with other requests: they never move,
-//    and unpinned slots before the last pinned one stay too, since moving
+//    last pinned slot or live reserved slot (the whole list when it has
+//    neither). Pinned slots are a radix-cache prefix shared with other
+//    requests, and a reserved slot is never a destination: neither moves,
+//    and slots before the last such one stay too, since moving
 //    them cannot join them to anything across the pinned slot. The planner
 //    makes the movable segment one run of consecutive ascending slots.
 //  - A request is planned only if its segment has >= 2 runs and every move
@@ -102,16 +103,24 @@ std::array<int64_t, kAnchorRuns> longest_run_anchors(const int64_t* seg, int64_t
   return start;
 }
 
+// Whether some live slot never moves: a pinned one, or a live reserved one
+// (it is never a destination, so moving it would hand it to the free list in
+// step 4). If none is, every request's whole list is movable.
+bool any_fixed_live_slot(const kdtree_defrag_plan_params& p, const std::vector<uint8_t>& state) {
+  const auto live = [&](int64_t s) { return (state[s] & kSlotLive) != 0; };
+  return std::any_of(p.pinned_slots, p.pinned_slots + p.num_pinned, live) ||
+         std::any_of(p.reserved_slots, p.reserved_slots + p.num_reserved, live);
+}
+
 std::vector<Candidate> fragmented_requests(const kdtree_defrag_plan_params& p,
                                            const std::vector<uint8_t>& state) {
+  const bool any_fixed = any_fixed_live_slot(p, state);
   std::vector<Candidate> out;
   for (int64_t b = 0; b < p.num_requests; ++b) {
     const int64_t lo = p.request_indptr[b];
     const int64_t hi = p.request_indptr[b + 1];
     int64_t begin = lo;
-    // A live reserved slot stays where it is too (it is never a destination,
-    // so moving it would hand it to the free list in step 4).
-    if (p.num_pinned > 0 || p.num_reserved > 0) {  // neither: the whole list is movable
+    if (any_fixed) {  // the segment starts after the list's last fixed slot
       for (int64_t i = hi - 1; i >= lo; --i) {
         if (state[p.request_slots[i]] & (kSlotPinned | kSlotReserved)) {
           begin = i + 1;
