@@ -130,19 +130,27 @@ __global__ void __launch_bounds__(kThreads, 1) exchange(uint4* global_states, lo
   if (threadIdx.x == 0) clocks[block] = clock64() - t0;
 }
 
+// The launch of kBlocks blocks in clusters of `size` along y (a row tile's
+// splits); `attribute` holds the cluster dimension the config points at.
+cudaLaunchConfig_t cluster_launch(int size, size_t smem, cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1, size, kBlocks / size);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  *attribute = {};
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = 1;
+  attribute->val.clusterDim.y = size;
+  attribute->val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 template <int kMode, int kSplits>
 void run(int sm_clock_khz, uint4* states, long long* clocks, float* sink) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1, kSplits, kBlocks / kSplits);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = 1;
-  attribute.val.clusterDim.y = kSplits;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = cluster_launch(kSplits, kSmem, &attribute);
   CHECK(cudaFuncSetAttribute(exchange<kMode, kSplits>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
   for (int i = 0; i < 20; ++i) CHECK(cudaLaunchKernelEx(&config, exchange<kMode, kSplits>, states, clocks, sink));
   cudaEvent_t e0, e1;
@@ -176,17 +184,8 @@ int main() {
   CHECK(cudaMalloc(&clocks, kBlocks * sizeof(long long)));
   CHECK(cudaMalloc(&sink, sizeof(float)));
   for (int size : {2, 4, 8}) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(1, size, 128 / size);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = 227 * 1024;
-    cudaLaunchAttribute attribute = {};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 1;
-    attribute.val.clusterDim.y = size;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = cluster_launch(size, 227 * 1024, &attribute);
     CHECK(cudaFuncSetAttribute(exchange<kPush16, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     int clusters = 0;
     CHECK(cudaOccupancyMaxActiveClusters(&clusters, exchange<kPush16, 4>, &config));
