@@ -21,9 +21,9 @@
 // pull16, of 2 (pairs of splits merged before one state of the pair goes to
 // global memory for the merge: global x2 stores that 32 KB state).
 // Per mode: the median over blocks of the clocks from a first cluster barrier
-// to the end, in us at the rated SM clock (cudaDevAttrClockRate), and the event time a launch
-// over 200 launches. Also cudaOccupancyMaxActiveClusters for 2, 4, 8 blocks
-// a cluster at that shared memory. Build: nvcc -O3 -arch=sm_90a -std=c++17.
+// to the end, in us at the rated SM clock (cudaDevAttrClockRate), and the
+// event time a launch over 200 launches. Also cudaOccupancyMaxActiveClusters for 2, 4, 8 blocks
+// a cluster at the verify kernel's 227 KB. Build: nvcc -O3 -arch=sm_90a -std=c++17.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kThreads, 1) exchange(uint4* global_states, lo
     uint4* dst = global_states + size_t(block) * kChunks;
     for (int i = threadIdx.x; i < kChunks; i += kThreads) dst[i] = make_uint4(v.x + i, v.y, v.z, v.w);
   } else if (kMode == kPush32 || kMode == kPush16) {
-    // Row r of this block goes to rank r / 16, slot [rank][r % 16] there.
+    // Row r of this block goes to rank r / kOwnerRows, to slot
+    // [rank][r % kOwnerRows] there.
     constexpr int kChunksPerRow = kDims * (kMode == kPush32 ? 4 : 2) / 16;
     constexpr int kRowBytes = kChunksPerRow * 16;
     for (int i = threadIdx.x; i < kRows * kChunksPerRow; i += kThreads) {
@@ -99,7 +100,8 @@ __global__ void __launch_bounds__(kThreads, 1) exchange(uint4* global_states, lo
       st_cluster(map_to(at, r / kOwnerRows), make_uint4(v.x + i, v.y, v.z, v.w));
     }
     cluster_sync();
-    // The owner's sum of its 16 rows over the four splits (one value each, for the sink).
+    // The owner's sum of its rows over the cluster's splits (one value a
+    // chunk, for the sink).
     float sum = 0.f;
     for (int i = threadIdx.x; i < kOwnerRows * kChunksPerRow; i += kThreads) {
       for (int s = 0; s < kSplits; ++s) {
