@@ -22,8 +22,9 @@
 // global memory for the merge: global x2 stores that 32 KB state).
 // Per mode: the median over blocks of the clocks from a first cluster barrier
 // to the end, in us at the rated SM clock (cudaDevAttrClockRate), and the
-// event time a launch over 200 launches. Also cudaOccupancyMaxActiveClusters for 2, 4, 8 blocks
-// a cluster at the verify kernel's 227 KB. Build: nvcc -O3 -arch=sm_90a -std=c++17.
+// event time a launch over 200 launches. Also cudaOccupancyMaxActiveClusters
+// for 2, 4, 8 blocks a cluster at the verify kernel's 227 KB.
+// Build: nvcc -O3 -arch=sm_90a -std=c++17.
 #include <cuda_runtime.h>
 
 #include <algorithm>
