@@ -7,14 +7,14 @@
 //    neither). Pinned slots are a radix-cache prefix shared with other
 //    requests, and a reserved slot is never a destination: neither moves,
 //    and slots before the last such one stay too, since moving
-//    them cannot join them to anything across the pinned slot. The planner
+//    them cannot join them to anything across that fixed slot. The planner
 //    makes the movable segment one run of consecutive ascending slots.
 //  - A request is planned only if its segment has >= 2 runs and every move
 //    it needs fits in the remaining budget (no partial requests); a request
 //    that does not fit is skipped and smaller ones after it may still fit.
 //    A planned segment becomes exactly one run, so the request's run count
 //    never grows (a segment of r >= 2 runs loses r - 1, at most one of which
-//    could have been a join with the pinned part), other requests are not
+//    could have been a join with the fixed part), other requests are not
 //    touched, and re-planning the applied state converges: every round with
 //    moves leaves one fewer request with a fragmented segment.
 //  - Requests go most fragmented first: total runs descending, then request
@@ -23,11 +23,11 @@
 //    either already holds the segment's token (stays in place) or is a
 //    usable slot (free, not reserved, not yet claimed by this plan). The
 //    candidates are the window that extends the slot right after the last
-//    pinned slot (joining the prefix) and the windows that keep one of the
+//    fixed slot (joining the prefix) and the windows that keep one of the
 //    segment's three longest runs in place; the cheapest valid one wins
 //    (ties: the prefix join, then longer runs). If none is valid or fits,
 //    the shortest free run of >= M slots (best fit) takes the whole segment.
-//  - Sources are live and unpinned, destinations free, unreserved and
+//  - Sources are live, unpinned and unreserved, destinations free, unreserved and
 //    unique; sources are never destinations since live slots are not free.
 //    Slots vacated by a move are not reused in the same plan (the protocol
 //    frees them only after copy and remap).
@@ -53,7 +53,7 @@ struct Candidate {
   int64_t total_runs;     // over the whole request: the sort key
   int64_t segment_begin;  // index into request_slots
   int64_t segment_end;
-  int64_t join_slot;      // slot right after the last pinned one, or -1
+  int64_t join_slot;      // slot right after the last fixed one, or -1
 };
 
 struct Moves {
