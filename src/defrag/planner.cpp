@@ -3,12 +3,12 @@
 //
 // Policy.
 //  - The movable segment of a request is the part of its slot list after its
-//    last pinned slot or live reserved slot (the whole list when it has
-//    neither). Pinned slots are a radix-cache prefix shared with other
-//    requests, and a reserved slot is never a destination: neither moves,
-//    and slots before the last such one stay too, since moving
-//    them cannot join them to anything across that fixed slot. The planner
-//    makes the movable segment one run of consecutive ascending slots.
+//    last fixed slot: a pinned one or a live reserved one (the whole list
+//    when it has neither). Pinned slots are a radix-cache prefix shared with
+//    other requests, and a reserved slot is never a destination: neither
+//    moves, and slots before the last fixed one stay too, since moving them
+//    cannot join them to anything across it. The planner makes the movable
+//    segment one run of consecutive ascending slots.
 //  - A request is planned only if its segment has >= 2 runs and every move
 //    it needs fits in the remaining budget (no partial requests); a request
 //    that does not fit is skipped and smaller ones after it may still fit.
@@ -27,10 +27,10 @@
 //    segment's three longest runs in place; the cheapest valid one wins
 //    (ties: the prefix join, then longer runs). If none is valid or fits,
 //    the shortest free run of >= M slots (best fit) takes the whole segment.
-//  - Sources are live, unpinned and unreserved, destinations free, unreserved and
-//    unique; sources are never destinations since live slots are not free.
-//    Slots vacated by a move are not reused in the same plan (the protocol
-//    frees them only after copy and remap).
+//  - Sources are live, unpinned and unreserved; destinations free,
+//    unreserved and unique; sources are never destinations since live slots
+//    are not free. Slots vacated by a move are not reused in the same plan
+//    (the protocol frees them only after copy and remap).
 #include <algorithm>
 #include <array>
 #include <vector>
