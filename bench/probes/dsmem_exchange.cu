@@ -24,13 +24,15 @@
 // to the end, in us at the rated SM clock (cudaDevAttrClockRate), and the
 // event time a launch over 200 launches. Also cudaOccupancyMaxActiveClusters
 // for 2, 4, 8 blocks a cluster at the verify kernel's 227 KB.
-// Build: nvcc -O3 -arch=sm_90a -std=c++17.
+// Build: nvcc -O3 -arch=sm_90a -std=c++17 -I src bench/probes/dsmem_exchange.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "common/mma.cuh"  // smem_addr
 
 #define CHECK(x)                                                                       \
   do {                                                                                 \
@@ -46,7 +48,6 @@ constexpr size_t kSmem = 200 * 1024;
 enum Mode { kGlobal, kPush32, kPush16, kPull16, kModes };
 const char* kNames[kModes] = {"global", "push32", "push16", "pull16"};
 
-__device__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 __device__ unsigned cta_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -80,10 +81,10 @@ __global__ void __launch_bounds__(kThreads, 1) exchange(uint4* global_states, lo
   const unsigned rank = cta_rank();
   const int block = blockIdx.z * gridDim.y + blockIdx.y;
   // The state this thread holds: values made from its index (registers).
-  uint4 v = make_uint4(threadIdx.x, block, rank, 7u);
+  const uint4 v = make_uint4(threadIdx.x, block, rank, 7u);
   cluster_sync();
   const long long t0 = clock64();
-  const unsigned base = smem_u32(smem);
+  const unsigned base = kdtree::smem_addr(smem);
   if (kMode == kGlobal) {
     // 64 KB bf16 a block (a pair's merged state: 32 KB), 16 B a store,
     // consecutive threads consecutive chunks.
