@@ -402,11 +402,13 @@ typedef struct kdtree_defrag_remap_params {
 } kdtree_defrag_remap_params;
 
 KDTREE_API kdtree_status kdtree_defrag_remap_params_init(kdtree_defrag_remap_params* params);
-/* Workspace: the dense slot map, num_slots int32 (plus alignment). */
+/* Workspace: the dense slot map, num_slots int32 (plus alignment); none when
+ * the table is empty (rows or cols 0) or num_slots is 0. */
 KDTREE_API kdtree_status kdtree_defrag_remap_workspace_size(const kdtree_defrag_remap_params* params,
                                                             size_t* workspace_bytes);
 /* Rewrites every table entry equal to a moved source into its destination.
- * Capture-safe. */
+ * A move with src or dst outside [0, num_slots) is skipped and flagged in
+ * error_flag, also when the table is empty. Capture-safe. */
 KDTREE_API kdtree_status kdtree_defrag_remap(const kdtree_defrag_remap_params* params,
                                              void* workspace, size_t workspace_bytes,
                                              kdtree_stream_t stream);

@@ -39,6 +39,7 @@ bool validate_copy(const Checker& c, const kdtree_defrag_copy_params* p) {
   c.product(p->num_slots, p->slot_stride_bytes, "num_slots * slot_stride_bytes");
 
   const size_t index_bytes = dtype_bytes(p->index_dtype);
+  c.product(p->max_moves, static_cast<int64_t>(index_bytes), "max_moves * index bytes");
   c.aligned(p->layer_base, 8, "layer_base");
   c.aligned(p->src_slots, index_bytes, "src_slots");
   c.aligned(p->dst_slots, index_bytes, "dst_slots");
@@ -61,28 +62,32 @@ void validate_remap_shape(const Checker& c, const kdtree_defrag_remap_params* p)
   c.zero(p->reserved0, "reserved0");
 }
 
-// Returns false when there is nothing to rewrite (no rows, cols or moves).
+// Returns false when there is nothing to do (no moves). With moves and an
+// empty table (no rows or cols) the moves are still scanned, so that
+// out-of-range ones are flagged as kdtree_defrag_copy flags them.
 bool validate_remap(const Checker& c, const kdtree_defrag_remap_params* p) {
   validate_remap_shape(c, p);
-  if (p->rows == 0 || p->cols == 0 || p->max_moves == 0) return false;
+  if (p->max_moves == 0) return false;
 
-  c.not_null(p->table, "table");
   c.not_null(p->src_slots, "src_slots");
   c.not_null(p->dst_slots, "dst_slots");
+  const size_t index_bytes = dtype_bytes(p->index_dtype);
+  c.product(p->max_moves, static_cast<int64_t>(index_bytes), "max_moves * index bytes");
+  c.aligned(p->src_slots, index_bytes, "src_slots");
+  c.aligned(p->dst_slots, index_bytes, "dst_slots");
+  c.aligned(p->num_moves, 8, "num_moves");
+  c.aligned(p->error_flag, 4, "error_flag");
+  if (p->rows == 0 || p->cols == 0) return true;
+
+  c.not_null(p->table, "table");
   if (p->row_stride < p->cols) {
     c.fail(KDTREE_ERROR_INVALID_ARGUMENT, "row_stride = " + std::to_string(p->row_stride) +
                                               " is less than cols = " + std::to_string(p->cols));
   }
   c.strided_span({{"row_stride", p->rows, p->row_stride}}, p->cols,
                  dtype_bytes(p->table_dtype), "table");
-
-  const size_t index_bytes = dtype_bytes(p->index_dtype);
   c.aligned(p->table, dtype_bytes(p->table_dtype), "table");
   c.aligned(p->row_lengths, 4, "row_lengths");
-  c.aligned(p->src_slots, index_bytes, "src_slots");
-  c.aligned(p->dst_slots, index_bytes, "dst_slots");
-  c.aligned(p->num_moves, 8, "num_moves");
-  c.aligned(p->error_flag, 4, "error_flag");
   return true;
 }
 

@@ -7,7 +7,9 @@
 //   2. scatter_map: map[src[m]] = dst[m] for m < the device move count; a move
 //                   with src or dst outside [0, num_slots) is skipped and
 //                   flagged. Sources are unique (the planner's contract), so
-//                   the writes never race.
+//                   the writes never race. With nothing to rewrite (no rows,
+//                   cols or slots) there is no map and no fill or rewrite:
+//                   the scatter only flags, as the copy does.
 //   3. rewrite:     blockIdx.y walks rows, blockIdx.x and the threads stride
 //                   columns (grid.x sized for ~4 entries per thread); an entry below the row's length holding a slot
 //                   v with map[v] >= 0 becomes map[v]. Other entries are not
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
       if (error_flag != nullptr) atomicOr(error_flag, KDTREE_FLAG_SLOT_OUT_OF_RANGE);
       continue;
     }
-    map[src] = static_cast<int32_t>(dst);
+    if (map != nullptr) map[src] = static_cast<int32_t>(dst);
   }
 }
 
@@ -84,17 +86,19 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 size_t remap_workspace_bytes(const kdtree_defrag_remap_params& p) {
-  const size_t map_bytes = static_cast<size_t>(std::max<int64_t>(p.num_slots, 0)) * sizeof(int32_t);
+  if (p.rows <= 0 || p.cols <= 0 || p.num_slots <= 0) return 0;  // nothing to rewrite
+  const size_t map_bytes = static_cast<size_t>(p.num_slots) * sizeof(int32_t);
   return (map_bytes + kMapAlignment - 1) / kMapAlignment * kMapAlignment;
 }
 
 void launch_remap(const kdtree_defrag_remap_params& p, void* workspace, cudaStream_t stream) {
-  if (p.num_slots <= 0) return;
-  int32_t* map = static_cast<int32_t*>(workspace);
+  int32_t* map = remap_workspace_bytes(p) > 0 ? static_cast<int32_t*>(workspace) : nullptr;
   const char* function = "kdtree_defrag_remap";
 
-  fill_map_kernel<<<grid_for(p.num_slots, kThreads), kThreads, 0, stream>>>(map, p.num_slots);
-  check_launch(function, "fill_map_kernel");
+  if (map != nullptr) {
+    fill_map_kernel<<<grid_for(p.num_slots, kThreads), kThreads, 0, stream>>>(map, p.num_slots);
+    check_launch(function, "fill_map_kernel");
+  }
 
   if (p.max_moves > 0) {
     const int blocks = grid_for(p.max_moves, kThreads);
@@ -110,7 +114,7 @@ void launch_remap(const kdtree_defrag_remap_params& p, void* workspace, cudaStre
     check_launch(function, "scatter_map_kernel");
   }
 
-  if (p.rows <= 0 || p.cols <= 0) return;
+  if (map == nullptr) return;
   const dim3 grid(grid_for(p.cols, kColsPerTile), static_cast<unsigned>(std::min(p.rows, kMaxGridY)));
   if (p.table_dtype == KDTREE_DTYPE_INT64) {
     rewrite_kernel<<<grid, kThreads, 0, stream>>>(static_cast<int64_t*>(p.table), p.rows, p.cols,

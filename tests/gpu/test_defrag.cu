@@ -424,6 +424,46 @@ void test_remap(std::mt19937_64& rng) {
     }
   }
   std::printf("  remap: int32/int64 tables x indices x row_lengths ok\n");
+
+  // Out-of-range moves are flagged with nothing to rewrite too: an empty table
+  // (no map, no workspace) and an empty pool (every move out of range; the
+  // table is left as it is).
+  const std::vector<int64_t> src = {3, 9}, dst = {5, 12};
+  const std::vector<int64_t> table = {3, 9, 3, 9};
+  void* d_src = device_indices(src, KDTREE_DTYPE_INT64);
+  void* d_dst = device_indices(dst, KDTREE_DTYPE_INT64);
+  void* d_table = device_indices(table, KDTREE_DTYPE_INT64);
+  int32_t* d_flag = device_copy(std::vector<int32_t>{0});
+  struct Empty { int64_t rows, num_slots; int32_t expected_flag; };
+  for (const Empty& e : {Empty{0, 10, KDTREE_FLAG_SLOT_OUT_OF_RANGE}, Empty{0, 16, 0},
+                         Empty{2, 0, KDTREE_FLAG_SLOT_OUT_OF_RANGE}}) {
+    CUDA_CHECK(cudaMemset(d_flag, 0, sizeof(int32_t)));
+    kdtree_defrag_remap_params r;
+    KDTREE_CHECK(kdtree_defrag_remap_params_init(&r));
+    r.table_dtype = KDTREE_DTYPE_INT64;
+    r.table = e.rows > 0 ? d_table : nullptr;
+    r.rows = e.rows;
+    r.cols = 2;
+    r.row_stride = 2;
+    r.num_slots = e.num_slots;
+    r.src_slots = d_src;
+    r.dst_slots = d_dst;
+    r.index_dtype = KDTREE_DTYPE_INT64;
+    r.max_moves = 2;
+    r.error_flag = d_flag;
+    size_t bytes = 1;
+    KDTREE_CHECK(kdtree_defrag_remap_workspace_size(&r, &bytes));
+    CHECK(bytes == 0);
+    KDTREE_CHECK(kdtree_defrag_remap(&r, nullptr, 0, nullptr));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(host_copy(d_flag, 1)[0] == e.expected_flag);
+    CHECK(host_copy(static_cast<int64_t*>(d_table), table.size()) == table);
+  }
+  CUDA_CHECK(cudaFree(d_src));
+  CUDA_CHECK(cudaFree(d_dst));
+  CUDA_CHECK(cudaFree(d_table));
+  CUDA_CHECK(cudaFree(d_flag));
+  std::printf("  remap: out-of-range moves flagged with an empty table or pool ok\n");
 }
 
 // ------------------------------------------------------------------------

@@ -54,6 +54,8 @@ static void copy_rules(void** state) {
   CASE(p->dst_slots = NULL, KDTREE_ERROR_INVALID_ARGUMENT, "dst_slots is NULL");
   CASE(p->num_slots = INT64_MAX / 1000, KDTREE_ERROR_INVALID_ARGUMENT,
        "num_slots * slot_stride_bytes overflows int64");
+  CASE(p->max_moves = INT64_MAX / 4, KDTREE_ERROR_INVALID_ARGUMENT,
+       "max_moves * index bytes overflows int64");
   CASE(p->src_slots = (const char*)src + 4, KDTREE_ERROR_MISALIGNED, "src_slots is not 8-byte aligned");
   CASE(p->layer_base = (const uint64_t*)((const char*)layer_base + 4), KDTREE_ERROR_MISALIGNED,
        "layer_base is not 8-byte aligned");
@@ -99,7 +101,7 @@ static void remap_rules(void** state) {
     kdtree_defrag_remap_params p;
     kdtree_status status;
     const char* message;
-  } cases[12];
+  } cases[16];
   int n = 0;
 #define CASE(stmt, st, msg) ADD_CASE(kdtree_defrag_remap_params, valid_remap, stmt, st, msg)
   CASE(p->table_dtype = KDTREE_DTYPE_F32, KDTREE_ERROR_UNSUPPORTED,
@@ -117,6 +119,10 @@ static void remap_rules(void** state) {
   CASE(p->table = (char*)table + 2, KDTREE_ERROR_MISALIGNED, "table is not 4-byte aligned");
   CASE(p->rows = INT64_MAX / 8, KDTREE_ERROR_INVALID_ARGUMENT,
        "table offsets overflow int64 (row_stride)");
+  /* An empty table still has its moves scanned (and flagged on the GPU). */
+  CASE((p->rows = 0, p->src_slots = NULL), KDTREE_ERROR_INVALID_ARGUMENT, "src_slots is NULL");
+  CASE(p->max_moves = INT64_MAX / 4, KDTREE_ERROR_INVALID_ARGUMENT,
+       "max_moves * index bytes overflows int64");
 #undef CASE
   char expected[512];
   for (int i = 0; i < n; ++i) {
@@ -130,11 +136,22 @@ static void remap_rules(void** state) {
   assert_true(bytes >= 16 * sizeof(int32_t));
   EXPECT_FAILURE(kdtree_defrag_remap_workspace_size(&p, NULL), KDTREE_ERROR_INVALID_ARGUMENT,
                  "kdtree_defrag_remap_workspace_size: workspace_bytes is NULL");
+  /* No map for an empty table or pool. */
+  p.cols = 0;
+  EXPECT_OK(kdtree_defrag_remap_workspace_size(&p, &bytes));
+  assert_int_equal(bytes, 0);
+  p = valid_remap();
+  p.num_slots = 0;
+  EXPECT_OK(kdtree_defrag_remap_workspace_size(&p, &bytes));
+  assert_int_equal(bytes, 0);
   p.max_moves = 0;
   p.table = NULL;
   EXPECT_OK(kdtree_defrag_remap(&p, NULL, 0, NULL));
   if (!gpu_present()) {
     p = valid_remap();
+    EXPECT_NO_DEVICE(kdtree_defrag_remap(&p, NULL, 0, NULL), "kdtree_defrag_remap");
+    p.rows = 0;
+    p.table = NULL;
     EXPECT_NO_DEVICE(kdtree_defrag_remap(&p, NULL, 0, NULL), "kdtree_defrag_remap");
   }
   assert_untouched(table, sizeof table, POISON);
