@@ -100,19 +100,17 @@ void launch_remap(const kdtree_defrag_remap_params& p, void* workspace, cudaStre
     check_launch(function, "fill_map_kernel");
   }
 
-  if (p.max_moves > 0) {
-    const int blocks = grid_for(p.max_moves, kThreads);
-    if (p.index_dtype == KDTREE_DTYPE_INT64) {
-      scatter_map_kernel<<<blocks, kThreads, 0, stream>>>(
-          map, p.num_slots, static_cast<const int64_t*>(p.src_slots),
-          static_cast<const int64_t*>(p.dst_slots), p.max_moves, p.num_moves, p.error_flag);
-    } else {
-      scatter_map_kernel<<<blocks, kThreads, 0, stream>>>(
-          map, p.num_slots, static_cast<const int32_t*>(p.src_slots),
-          static_cast<const int32_t*>(p.dst_slots), p.max_moves, p.num_moves, p.error_flag);
-    }
-    check_launch(function, "scatter_map_kernel");
+  const int blocks = grid_for(p.max_moves, kThreads);
+  if (p.index_dtype == KDTREE_DTYPE_INT64) {
+    scatter_map_kernel<<<blocks, kThreads, 0, stream>>>(
+        map, p.num_slots, static_cast<const int64_t*>(p.src_slots),
+        static_cast<const int64_t*>(p.dst_slots), p.max_moves, p.num_moves, p.error_flag);
+  } else {
+    scatter_map_kernel<<<blocks, kThreads, 0, stream>>>(
+        map, p.num_slots, static_cast<const int32_t*>(p.src_slots),
+        static_cast<const int32_t*>(p.dst_slots), p.max_moves, p.num_moves, p.error_flag);
   }
+  check_launch(function, "scatter_map_kernel");
 
   if (map == nullptr) return;
   const dim3 grid(grid_for(p.cols, kColsPerTile), static_cast<unsigned>(std::min(p.rows, kMaxGridY)));
