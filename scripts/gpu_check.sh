@@ -10,7 +10,8 @@
 # of each executable that had one (sanitizer.log keeps every error block, up
 # to 30 lines each).
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
-#                     and run its gpu tests (the sm_120 tile config on the H200)
+#                     and run its gpu tests (the sm_120 tile config on the H200);
+#                     bench.py times it beside build-gpu (--compare-lib sm120cfg=...)
 #   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
 #                     its gpu tests (the portable mma.sync verify path on the H200);
 #                     bench.py times it beside build-gpu (--compare-lib portable=...)
@@ -256,6 +257,11 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   if [ "${PORTABLE_CHECK:-0}" = 1 ] && [[ $portable_result != *"BUILD FAILED"* ]] &&
      [ -f "$portable_lib" ]; then
     bench_args=(--compare-lib "portable=$PWD/$portable_lib")
+  fi
+  # The small tile config (sm_86/89/120, and fp8 KV everywhere) on the H200.
+  sm120_lib=build-gpu-sm120cfg/libkdtree_kernels_c.so
+  if [ "${SM120_CONFIG:-0}" = 1 ] && [[ $sm120_result != *"BUILD FAILED"* ]] && [ -f "$sm120_lib" ]; then
+    bench_args+=(--compare-lib "sm120cfg=$PWD/$sm120_lib")
   fi
   # FlashMLA as a peer (issue #8) where one is carried in .flashmla/.
   fm_dir=/tmp/kdtree_flashmla
