@@ -17,7 +17,8 @@
 #                     bench.py times it beside build-gpu (--compare-lib portable=...)
 #   IMAGE_CHECK=1     also build build-gpu-sm80 for sm_80 alone and run its gpu tests:
 #                     the H200 then runs JIT-compiled compute_80 PTX, so the host must
-#                     pick the paths that image has bodies for (DeviceInfo::image_arch)
+#                     pick the paths that image has bodies for (DeviceInfo::image_arch);
+#                     bench.py times it beside build-gpu (the medium config, --compare-lib sm80=...)
 #   SCHEDULE_CHECK=1  also build build-gpu-pingpong and build-gpu-single with
 #                     -DKDTREE_SM90A_SCHEDULE=PINGPONG / SINGLE (each sm_90a verify
 #                     kernel on every shape) and run their gpu tests; the
@@ -258,10 +259,15 @@ if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
      [ -f "$portable_lib" ]; then
     bench_args=(--compare-lib "portable=$PWD/$portable_lib")
   fi
-  # The small tile config (sm_86/89/120, and fp8 KV everywhere) on the H200.
+  # The small tile config (sm_86/89/120, and fp8 KV everywhere) on the H200,
+  # and the sm_80 image (the medium config, JIT-compiled from compute_80).
   sm120_lib=build-gpu-sm120cfg/libkdtree_kernels_c.so
   if [ "${SM120_CONFIG:-0}" = 1 ] && [[ $sm120_result != *"BUILD FAILED"* ]] && [ -f "$sm120_lib" ]; then
     bench_args+=(--compare-lib "sm120cfg=$PWD/$sm120_lib")
+  fi
+  sm80_lib=build-gpu-sm80/libkdtree_kernels_c.so
+  if [ "${IMAGE_CHECK:-0}" = 1 ] && [[ $image_result != *"BUILD FAILED"* ]] && [ -f "$sm80_lib" ]; then
+    bench_args+=(--compare-lib "sm80=$PWD/$sm80_lib")
   fi
   # FlashMLA as a peer (issue #8) where one is carried in .flashmla/.
   fm_dir=/tmp/kdtree_flashmla
