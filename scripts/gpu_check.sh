@@ -251,24 +251,20 @@ bench_result=""
 flashmla_note=""
 if [ "${BENCH:-1}" = 1 ] && [ -f bench/bench.py ]; then
   export KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so
-  # Both verify kernels in one table (issue #8): the portable build, when this
-  # run built it (a library left from an earlier run's build dir would be stale).
+  # The extra builds this run made and tested, timed beside build-gpu (a library
+  # left in an earlier run's build dir would be stale): the portable path (both
+  # verify kernels in one table, issue #8), the small tile config (sm_86/89/120,
+  # fp8 KV everywhere) and the sm_80 image (the medium config, from compute_80).
   bench_args=()
-  portable_lib=build-gpu-portable/libkdtree_kernels_c.so
-  if [ "${PORTABLE_CHECK:-0}" = 1 ] && [[ $portable_result != *"BUILD FAILED"* ]] &&
-     [ -f "$portable_lib" ]; then
-    bench_args=(--compare-lib "portable=$PWD/$portable_lib")
-  fi
-  # The small tile config (sm_86/89/120, and fp8 KV everywhere) on the H200,
-  # and the sm_80 image (the medium config, JIT-compiled from compute_80).
-  sm120_lib=build-gpu-sm120cfg/libkdtree_kernels_c.so
-  if [ "${SM120_CONFIG:-0}" = 1 ] && [[ $sm120_result != *"BUILD FAILED"* ]] && [ -f "$sm120_lib" ]; then
-    bench_args+=(--compare-lib "sm120cfg=$PWD/$sm120_lib")
-  fi
-  sm80_lib=build-gpu-sm80/libkdtree_kernels_c.so
-  if [ "${IMAGE_CHECK:-0}" = 1 ] && [[ $image_result != *"BUILD FAILED"* ]] && [ -f "$sm80_lib" ]; then
-    bench_args+=(--compare-lib "sm80=$PWD/$sm80_lib")
-  fi
+  compare_build() {  # <label> <build dir> <that build's test summary line, empty if not built>
+    local lib=$2/libkdtree_kernels_c.so
+    if [ -n "$3" ] && [[ $3 != *"BUILD FAILED"* ]] && [ -f "$lib" ]; then
+      bench_args+=(--compare-lib "$1=$PWD/$lib")
+    fi
+  }
+  compare_build portable build-gpu-portable "$portable_result"
+  compare_build sm120cfg build-gpu-sm120cfg "$sm120_result"
+  compare_build sm80 build-gpu-sm80 "$image_result"
   # FlashMLA as a peer (issue #8) where one is carried in .flashmla/.
   fm_dir=/tmp/kdtree_flashmla
   flashmla_note=$(bash bench/carried_flashmla.sh "$fm_dir" "$OUT/flashmla_build.log") &&
