@@ -16,6 +16,20 @@ void check_index_dtype(const Checker& c, int32_t dtype, const char* name) {
   c.dtype_in(dtype, {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}, name);
 }
 
+// The move list copy and remap share: src_slots / dst_slots of max_moves
+// index_dtype entries, the optional device count and error flag.
+template <class Params>
+void validate_moves(const Checker& c, const Params* p) {
+  c.not_null(p->src_slots, "src_slots");
+  c.not_null(p->dst_slots, "dst_slots");
+  const size_t index_bytes = dtype_bytes(p->index_dtype);
+  c.product(p->max_moves, static_cast<int64_t>(index_bytes), "max_moves * index bytes");
+  c.aligned(p->src_slots, index_bytes, "src_slots");
+  c.aligned(p->dst_slots, index_bytes, "dst_slots");
+  c.aligned(p->num_moves, 8, "num_moves");
+  c.aligned(p->error_flag, 4, "error_flag");
+}
+
 // Returns false when max_moves == 0 (a successful no-op).
 bool validate_copy(const Checker& c, const kdtree_defrag_copy_params* p) {
   c.not_null(p, "params");
@@ -34,17 +48,9 @@ bool validate_copy(const Checker& c, const kdtree_defrag_copy_params* p) {
   check_index_dtype(c, p->index_dtype, "index_dtype");
   c.zero(p->reserved0, "reserved0");
   c.not_null(p->layer_base, "layer_base");
-  c.not_null(p->src_slots, "src_slots");
-  c.not_null(p->dst_slots, "dst_slots");
   c.product(p->num_slots, p->slot_stride_bytes, "num_slots * slot_stride_bytes");
-
-  const size_t index_bytes = dtype_bytes(p->index_dtype);
-  c.product(p->max_moves, static_cast<int64_t>(index_bytes), "max_moves * index bytes");
   c.aligned(p->layer_base, 8, "layer_base");
-  c.aligned(p->src_slots, index_bytes, "src_slots");
-  c.aligned(p->dst_slots, index_bytes, "dst_slots");
-  c.aligned(p->num_moves, 8, "num_moves");
-  c.aligned(p->error_flag, 4, "error_flag");
+  validate_moves(c, p);
   return true;
 }
 
@@ -69,14 +75,7 @@ bool validate_remap(const Checker& c, const kdtree_defrag_remap_params* p) {
   validate_remap_shape(c, p);
   if (p->max_moves == 0) return false;
 
-  c.not_null(p->src_slots, "src_slots");
-  c.not_null(p->dst_slots, "dst_slots");
-  const size_t index_bytes = dtype_bytes(p->index_dtype);
-  c.product(p->max_moves, static_cast<int64_t>(index_bytes), "max_moves * index bytes");
-  c.aligned(p->src_slots, index_bytes, "src_slots");
-  c.aligned(p->dst_slots, index_bytes, "dst_slots");
-  c.aligned(p->num_moves, 8, "num_moves");
-  c.aligned(p->error_flag, 4, "error_flag");
+  validate_moves(c, p);
   if (p->rows == 0 || p->cols == 0) return true;
 
   c.not_null(p->table, "table");
