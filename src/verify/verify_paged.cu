@@ -41,11 +41,10 @@ TileShape tile_shape(TileConfigId config) {
 }
 
 // The Hopper wgmma kernel takes bf16 / f16 KV on compute capability 9.0 when
-// this library carries its sm_90a cubin (sm_90a code runs on 9.0 only), but
-// not in a build that forces the small config (KDTREE_FORCE_SM120_CONFIG):
-// there every KV dtype runs sm_120's tiles, so an H200 tests them.
+// this library carries its sm_90a cubin (sm_90a code runs on 9.0 only; a build
+// forcing the small config has none, CMakeLists.txt).
 bool use_sm90a(const DeviceInfo& dev, bool kv_fp8) {
-  return sm90a_built() && !KDTREE_FORCE_SM120_CONFIG && dev.cc_major == 9 && dev.cc_minor == 0 && !kv_fp8;
+  return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0 && !kv_fp8;
 }
 
 // The partial states' values keep the output's precision when it is bf16
