@@ -3,10 +3,13 @@
 //
 // A block owns kBlockM query rows of one request (row r = token * H + head)
 // and streams the request's keys kBlockN at a time. Warps:
-//   - QK warps (kRowGroups x kKeySlices): each computes S for 32 rows x kQkN
-//     keys over all 576 dims, applies scale and mask, and the online softmax;
+//   - every warp computes S for 32 rows x kQkN keys over its part of the 576
+//     dims (4 / kKeySlices parts per key slice);
+//   - softmax warps (kRowGroups x kKeySlices) sum their slice's parts, apply
+//     scale and mask, and run the online softmax;
 //   - every warp (kRowGroups x 4) accumulates O for 32 rows x 128 latent dims.
-// Shared memory: the Q tile, kStages KV tiles (cp.async double buffer), P.
+// Shared memory: the Q tile, kStages KV tiles (cp.async double buffer), P,
+// the partial S.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +35,13 @@ struct TileConfig {
   static constexpr int kStages = 2;
   static constexpr int kRowGroups = kBlockM / 32;
   static constexpr int kKeySlices = kBlockN / kQkN;
-  static constexpr int kQkWarps = kRowGroups * kKeySlices;
+  // A row group's four warps split each tile's QK: kKeySlices slices of
+  // kQkN keys, and each slice's 576 dims in kDimParts parts, so every warp
+  // runs QK even where the tile has fewer key slices than warps (the
+  // medium and small configs). The part-0 warps sum the other parts' partial
+  // S through shared memory and run the softmax of their slice.
+  static constexpr int kDimParts = 4 / kKeySlices;
+  static constexpr int kSoftmaxWarps = kRowGroups * kKeySlices;
   static constexpr int kWarps = kRowGroups * (kLatentDim / 128);
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kPStride = kBlockN + 8;  // elements; pad keeps ldmatrix conflict-free
@@ -54,11 +63,18 @@ struct TileConfig {
   static constexpr size_t kOffRowWeight = kOffRowMax + kBlockM * 4;        // [kBlockM] f32
   static constexpr size_t kOffRescale = kOffRowWeight + kBlockM * 4;       // [kRowGroups] i32
   static constexpr size_t kOffBadKey = kOffRescale + kRowGroups * 4;       // [kStages][kBlockN] u8
-  static constexpr size_t kSmemBytes = kOffBadKey + kStages * kBlockN;
+  // Partial S of the dims parts past the first: a warp's fragment (32 rows x
+  // kQkN keys, f32) per (row group, key slice, part), float4-interleaved by lane.
+  static constexpr size_t kQkFragFloats = 2 * (kQkN / 8) * 4;
+  static constexpr size_t kOffQkPartial = (kOffBadKey + kStages * kBlockN + 15) / 16 * 16;
+  static constexpr size_t kQkPartialBytes =
+      size_t(kRowGroups) * kKeySlices * (kDimParts - 1) * 32 * kQkFragFloats * 4;
+  static constexpr size_t kSmemBytes = kOffQkPartial + kQkPartialBytes;
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
-  static_assert(kQkWarps <= kWarps, "QK warps are a subset of the block");
-  static_assert(kKeySlices <= 4, "a row group's 4 warps cover its key slices");
+  static_assert(kSoftmaxWarps <= kWarps, "softmax warps are a subset of the block");
+  static_assert(kKeySlices <= 4 && 4 % kKeySlices == 0, "a row group's 4 warps cover its key slices");
+  static_assert((kHeadDim / 16) % kDimParts == 0, "whole k-steps per dims part");
   static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,
                 "the KV / Q loaders cover the tile in whole passes of 8 threads per row");
 };

@@ -9,10 +9,14 @@
 //
 // Per KV tile of kBlockN keys (gathered through slot ids with cp.async into a
 // swizzled double buffer while the previous tile computes):
-//   1. QK warps: S = Q K^T for 32 rows x kQkN keys over all 576 dims, scaled
-//      to base 2; the mask runs only on tiles that hold tail keys, a split end
-//      or an out-of-range slot. Row maxima go to shared memory.
-//   2. QK warps: online softmax (running max m, fp32 partial row sums l for
+//   1. S = Q K^T for 32 rows x kQkN keys (a key slice) over all 576 dims, by
+//      the softmax warps, one per slice; where a row group has more warps
+//      than slices (the medium and small configs) its other warps take parts
+//      of the 576 dims and hand their partial S to the slice's softmax warp
+//      through shared memory. Scaled to base 2; the mask runs only on tiles
+//      that hold tail keys, a split end or an out-of-range slot. Row maxima
+//      go to shared memory.
+//   2. Softmax warps: online softmax (running max m, fp32 partial row sums l for
 //      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
 //      The reference max moves only when a row's max grows by more than
 //      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
@@ -194,9 +198,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     // rows: its softmax and P V only wait for each other (named barrier), so
     // one group's barriers overlap the other group's MMA.
     const int row_group = warp / 4;
-    const int key_slice = warp % 4;  // QK warps only
-    const int dim_quarter = warp % 4;
-    const bool is_qk_warp = key_slice < Cfg::kKeySlices;
+    const int key_slice = warp % 4 % Cfg::kKeySlices;
+    const int dim_part = Cfg::kDimParts == 1 ? 0 : warp % 4 / Cfg::kKeySlices;  // of the QK's dims
+    const int dim_quarter = warp % 4;                                            // of O's dims
+    const bool softmax_warp = dim_part == 0;  // its key slice's sum of S, mask and softmax
     const int warp_row0 = row_group * 32;
     static_assert(Cfg::kRowGroups <= 2, "two named barriers");
     const auto group_sync = [row_group]() {
@@ -224,8 +229,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
     float w_acc[2][4];  // dims-0..127 warps: rounded P times a ones column
-    float m_run[2][2];  // QK warps: running row max, base 2
-    float l_run[2][2];  // QK warps: fp32 partial row sum over this key slice
+    float m_run[2][2];  // softmax warps: running row max, base 2
+    float l_run[2][2];  // softmax warps: fp32 partial row sum over this key slice
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -252,8 +257,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 
       const uint32_t kv = blk.kv_tile(stage);
       float s[2][kQkTiles][4];
-      if (is_qk_warp) {
-        // ---- 1. S = Q K^T over 576 dims ----
+      const int key_base = key_slice * kQkN;
+      if (Cfg::kDimParts > 1 || softmax_warp) {
+        // ---- 1. S = Q K^T over this warp's part of the 576 dims ----
         // With Cfg::kTwoQkChains, even and odd k-steps accumulate separately
         // (two mma chains of 18); off in every config today (perf notes v3).
         float s_odd[2][kQkTiles][4];
@@ -263,9 +269,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[mt][nt][e] = s_odd[mt][nt][e] = 0.f;
-        const int key_base = key_slice * kQkN;
+        constexpr int kPartSteps = kHeadDim / 16 / Cfg::kDimParts;
 #pragma unroll kQkUnroll
-        for (int kstep = 0; kstep < kHeadDim / 16; ++kstep) {
+        for (int part_step = 0; part_step < kPartSteps; ++part_step) {
+          const int kstep = dim_part * kPartSteps + part_step;
           float (&acc)[2][kQkTiles][4] = (Cfg::kTwoQkChains && (kstep & 1)) ? s_odd : s;
           uint32_t af[2][4];
 #pragma unroll
@@ -293,6 +300,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
               for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
         }
+      }
+      if constexpr (Cfg::kDimParts > 1) {
+        // The other parts' partial S to part 0's warp, in part order.
+        float4* const partial = reinterpret_cast<float4*>(smem + Cfg::kOffQkPartial);
+        constexpr int kVecs = 2 * kQkTiles;
+        const int slots = (row_group * Cfg::kKeySlices + key_slice) * (Cfg::kDimParts - 1);  // parts 1..
+        if (dim_part > 0) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQkTiles; ++nt) {
+              const int v = mt * kQkTiles + nt;
+              partial[((slots + dim_part - 1) * kVecs + v) * 32 + lane] =
+                  make_float4(s[mt][nt][0], s[mt][nt][1], s[mt][nt][2], s[mt][nt][3]);
+            }
+        }
+        group_sync();
+        if (dim_part == 0) {
+#pragma unroll
+          for (int part = 1; part < Cfg::kDimParts; ++part)
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < kQkTiles; ++nt) {
+                const float4 q = partial[((slots + part - 1) * kVecs + mt * kQkTiles + nt) * 32 + lane];
+                s[mt][nt][0] += q.x;
+                s[mt][nt][1] += q.y;
+                s[mt][nt][2] += q.z;
+                s[mt][nt][3] += q.w;
+              }
+        }
+      }
+      if (softmax_warp) {
         // Scale to base 2; mask only where the tile needs it (a block-uniform
         // branch), with every tail-mask byte loaded before any is tested.
 #pragma unroll
@@ -343,7 +383,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           }
       }
       group_sync();
-      if (is_qk_warp) {
+      if (softmax_warp) {
         // ---- 2. online softmax, P and alpha to shared memory ----
         T* p_tile = blk.p_tile();
         bool any_rescale = false;
@@ -430,7 +470,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + mt * 16 + g + 8 * half;
         if (sums_rows && c == 0) blk.row_weight()[row] = w_acc[mt][2 * half];
-        if (is_qk_warp) {
+        if (softmax_warp) {
           float l = l_run[mt][half];
           l += __shfl_xor_sync(0xffffffffu, l, 1);
           l += __shfl_xor_sync(0xffffffffu, l, 2);
