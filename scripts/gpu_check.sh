@@ -11,10 +11,13 @@
 # to 30 lines each).
 #   SM120_CONFIG=1    also build build-gpu-sm120cfg with -DKDTREE_FORCE_SM120_CONFIG=ON
 #                     and run its gpu tests (the sm_120 tile config on the H200);
-#                     bench.py times it beside build-gpu (--compare-lib sm120cfg=...)
+#                     bench.py times it beside build-gpu (--compare-lib sm120cfg=...);
+#                     the sanitizer also runs over its verify tests (so with IMAGE_CHECK
+#                     and PORTABLE_CHECK)
 #   PORTABLE_CHECK=1  also build build-gpu-portable with -DKDTREE_SM90A=OFF and run
 #                     its gpu tests (the portable mma.sync verify path on the H200);
-#                     bench.py times it beside build-gpu (--compare-lib portable=...)
+#                     bench.py times it beside build-gpu (--compare-lib portable=...);
+#                     the sanitizer also runs over its verify tests
 #   IMAGE_CHECK=1     also build build-gpu-sm80 for sm_80 alone and run its gpu tests:
 #                     the H200 then runs JIT-compiled compute_80 PTX, so the host must
 #                     pick the paths that image has bodies for (DeviceInfo::image_arch);
@@ -29,7 +32,9 @@
 #   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
 #   NCU_SHAPES=S1,S7  Nsight Compute's source counters on one verify launch per shape
 #                     (bench.py --quick; NCU_KERNEL, a regex, picks the kernel: default
-#                     the sm_90a ones): ncu_<shape>_sass.csv.gz per shape, ncu.log and
+#                     the sm_90a ones; NCU_LIB, the library: default build-gpu's, e.g.
+#                     build-gpu-sm120cfg/libkdtree_kernels_c.so with SM120_CONFIG=1 and
+#                     NCU_KERNEL=verify_paged_kernel): ncu_<shape>_sass.csv.gz per shape, ncu.log and
 #                     scripts/ncu_regions.py's summary, ncu_regions.txt (with BENCH=0
 #                     SANITIZE=0 the call's files stay within what a device call returns)
 #   CTEST=0           skip the ctest runs (a sanitizer-only call on a built tree)
@@ -195,6 +200,9 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   exes=()
   sanitize_exes=(build-gpu/tests/gpu_test_*)
   [ "${SCHEDULE_CHECK:-0}" = 1 ] && sanitize_exes+=(build-gpu-pingpong/tests/gpu_test_verify*)
+  [ "${SM120_CONFIG:-0}" = 1 ] && sanitize_exes+=(build-gpu-sm120cfg/tests/gpu_test_verify*)
+  [ "${IMAGE_CHECK:-0}" = 1 ] && sanitize_exes+=(build-gpu-sm80/tests/gpu_test_verify*)
+  [ "${PORTABLE_CHECK:-0}" = 1 ] && sanitize_exes+=(build-gpu-portable/tests/gpu_test_verify*)
   for exe in "${sanitize_exes[@]}"; do
     [ -x "$exe" ] || continue
     if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
@@ -284,7 +292,7 @@ ncu_result=""
 if [ -n "${NCU_SHAPES:-}" ] && command -v ncu >/dev/null; then
   for shape in ${NCU_SHAPES//,/ }; do
     rep=$OUT/ncu_$shape
-    KDTREE_KERNELS_LIB=$PWD/build-gpu/libkdtree_kernels_c.so PYTHONPATH=$PWD/bindings/python \
+    KDTREE_KERNELS_LIB=${NCU_LIB:-$PWD/build-gpu/libkdtree_kernels_c.so} PYTHONPATH=$PWD/bindings/python \
       timeout 200 ncu --section WarpStateStats --section SourceCounters --import-source yes \
       -k "regex:${NCU_KERNEL:-verify_paged_sm90a}" -c 1 -f -o "$rep" \
       python3 bench/bench.py --shapes "$shape" --peers none --quick >> "$OUT/ncu.log" 2>&1

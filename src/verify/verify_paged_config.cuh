@@ -8,7 +8,7 @@
 //   - softmax warps (kRowGroups x kKeySlices) sum their slice's parts, apply
 //     scale and mask, and run the online softmax;
 //   - every warp (kRowGroups x 4) accumulates O for 32 rows x 128 latent dims.
-// Shared memory: the Q tile, kStages KV tiles (cp.async double buffer), P,
+// Shared memory: the Q tile, kStages KV tiles (a cp.async ring), P,
 // the partial S.
 #pragma once
 
@@ -21,7 +21,7 @@ namespace kdtree::verify {
 
 enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
 
-template <int BlockM, int BlockN, int QkN, bool TwoQkChains, int BlocksPerSm = 1>
+template <int BlockM, int BlockN, int QkN, bool TwoQkChains, int BlocksPerSm = 1, int Stages = 2>
 struct TileConfig {
   static constexpr int kBlockM = BlockM;
   // Blocks resident per SM (launch bounds; the split heuristic fills them).
@@ -32,7 +32,8 @@ struct TileConfig {
   static constexpr bool kTwoQkChains = TwoQkChains;
   static constexpr int kBlockN = BlockN;
   static constexpr int kQkN = QkN;
-  static constexpr int kStages = 2;
+  // KV tiles in the cp.async ring: kStages - 1 in flight while one computes.
+  static constexpr int kStages = Stages;
   static constexpr int kRowGroups = kBlockM / 32;
   static constexpr int kKeySlices = kBlockN / kQkN;
   // A row group's four warps split each tile's QK: kKeySlices slices of
@@ -72,6 +73,7 @@ struct TileConfig {
   static constexpr size_t kSmemBytes = kOffQkPartial + kQkPartialBytes;
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
+  static_assert(kStages >= 2 && kStages <= 32, "a ring of stages, one pending bit each");
   static_assert(kSoftmaxWarps <= kWarps, "softmax warps are a subset of the block");
   static_assert(kKeySlices <= 4 && 4 % kKeySlices == 0, "a row group's 4 warps cover its key slices");
   static_assert((kHeadDim / 16) % kDimParts == 0, "whole k-steps per dims part");
@@ -101,8 +103,9 @@ using LargeConfig = TileConfig<KDTREE_LARGE_BLOCK_M, KDTREE_LARGE_BLOCK_N, KDTRE
                                KDTREE_LARGE_TWO_QK_CHAINS, KDTREE_LARGE_BLOCKS_PER_SM>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16, false>;
-// sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys.
-using SmallConfig = TileConfig<32, 16, 16, false>;
+// sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys, three stages
+// (two tiles in flight: one block a SM is memory-latency bound with one).
+using SmallConfig = TileConfig<32, 16, 16, false, 1, 3>;
 
 static_assert(LargeConfig::kSmemBytes <= 232448 &&
                   LargeConfig::kBlocksPerSm * (LargeConfig::kSmemBytes + 1024) <= 233472,

@@ -8,7 +8,7 @@
 // and L2 serves all but the first read.
 //
 // Per KV tile of kBlockN keys (gathered through slot ids with cp.async into a
-// swizzled double buffer while the previous tile computes):
+// ring of kStages swizzled buffers, kStages - 1 tiles ahead of the one computing):
 //   1. S = Q K^T for 32 rows x kQkN keys (a key slice) over all 576 dims, by
 //      the softmax warps, one per slice; where a row group has more warps
 //      than slices (the medium and small configs) its other warps take parts
@@ -121,18 +121,34 @@ struct VerifyBlock {
     }
   }
 
-  // Issues the loads of the KV tile starting at key k0 into `stage`; returns
-  // whether one of this thread's keys had an out-of-range slot.
-  __device__ bool load_kv(int64_t k0, int stage) const {
+  // The KV gather's threads: kThreadsPerKey a key, kKeysPerPass keys a pass.
+  static constexpr int kThreadsPerKey = kKvFp8 ? 4 : 8;
+  static constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
+  static constexpr int kKvPasses = (kBlockN + kKeysPerPass - 1) / kKeysPerPass;
+  using KvIds = int64_t[kKvPasses];
+
+  // This thread's raw slot ids for the KV tile starting at key k0, by
+  // predicated loads that stay in flight until load_kv reads them: the loop
+  // fetches them a tile before their gather, off the tile's critical path.
+  __device__ void kv_slot_ids(int64_t k0, KvIds& id) const {
+    int64_t kk[kKvPasses];
+#pragma unroll
+    for (int pass = 0; pass < kKvPasses; ++pass) kk[pass] = k0 + pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
+    key_slot_ids(a, req, key_end, kk, id);
+  }
+
+  // Issues the loads of the KV tile starting at key k0 into `stage`, given
+  // kv_slot_ids(k0); returns whether one of this thread's keys had an
+  // out-of-range slot.
+  __device__ bool load_kv(int64_t k0, int stage, const KvIds& id) const {
     bool any_bad = false;
     if constexpr (!kKvFp8) {
-      constexpr int kKeysPerPass = Cfg::kThreads / 8;
       const int lane8 = threadIdx.x % 8;
 #pragma unroll
-      for (int pass = 0; pass < kBlockN / kKeysPerPass; ++pass) {
+      for (int pass = 0; pass < kKvPasses; ++pass) {
         const int key = pass * kKeysPerPass + threadIdx.x / 8;
         bool bad;
-        const T* src = key_row<T>(a, req, key_end, k0 + key, lane8 == 0, &bad);
+        const T* src = key_row<T>(a, req, key_end, k0 + key, id[pass], lane8 == 0, &bad);
         if (lane8 == 0) bad_key(stage)[key] = bad;
         any_bad |= bad;
         const T* base = static_cast<const T*>(a.kv_cache);
@@ -145,16 +161,14 @@ struct VerifyBlock {
     } else {
       // fp8: 8-byte reads of 8 values, converted to T in registers and stored
       // as one 16-byte chunk each. Synchronous: fp8 is not on the hot path.
-      constexpr int kThreadsPerKey = 4;
-      constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
       const int part = threadIdx.x % kThreadsPerKey;
       unsigned char* tile = smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes;
 #pragma unroll 1
-      for (int pass = 0; pass < (kBlockN + kKeysPerPass - 1) / kKeysPerPass; ++pass) {
+      for (int pass = 0; pass < kKvPasses; ++pass) {
         const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
         if (key >= kBlockN) break;
         bool bad;
-        const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, part == 0, &bad);
+        const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
         if (part == 0) bad_key(stage)[key] = bad;
         any_bad |= bad;
 #pragma unroll 1
@@ -242,17 +256,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     const bool sums_rows = dim_quarter == 0;
     const uint32_t ones = pack2<T>(1.f, 1.f);
 
+    // kStages - 1 tiles in flight ahead of the one computing: one cp.async
+    // group per tile (empty past the split's end, so the count stays exact);
+    // bit s of pending_bad: this thread saw an out-of-range slot in stage s.
+    // next_ids: the slot ids of the next tile to gather, fetched a tile early.
     blk.load_q();
-    bool pending_bad = num_tiles > 0 ? blk.load_kv(blk.key_begin, 0) : false;
-    cp_async_commit();
+    uint32_t pending_bad = 0;
+    typename Block::KvIds next_ids;
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages - 1; ++s) {
+      const int64_t k0 = blk.key_begin + int64_t{s} * kBlockN;
+      blk.kv_slot_ids(k0, next_ids);
+      if (s < num_tiles) pending_bad |= uint32_t{blk.load_kv(k0, s, next_ids)} << s;
+      cp_async_commit();
+    }
+    blk.kv_slot_ids(blk.key_begin + int64_t{Cfg::kStages - 1} * kBlockN, next_ids);
 
+    int stage = 0;
+    int load_stage = Cfg::kStages - 1;
     for (int tile = 0; tile < num_tiles; ++tile) {
-      const int stage = tile & 1;
       const int64_t k0 = blk.key_begin + static_cast<int64_t>(tile) * kBlockN;
-      cp_async_wait<0>();
-      const bool any_bad = __syncthreads_or(pending_bad);  // tile landed; previous PV done
-      pending_bad = false;
-      if (tile + 1 < num_tiles) pending_bad = blk.load_kv(k0 + kBlockN, stage ^ 1);
+      cp_async_wait<Cfg::kStages - 2>();
+      const bool any_bad = __syncthreads_or((pending_bad >> stage) & 1u);  // tile landed; previous PV done
+      pending_bad &= ~(1u << stage);
+      if (tile + Cfg::kStages - 1 < num_tiles) {
+        const int64_t k_load = k0 + int64_t{Cfg::kStages - 1} * kBlockN;
+        pending_bad |= uint32_t{blk.load_kv(k_load, load_stage, next_ids)} << load_stage;
+        blk.kv_slot_ids(k_load + kBlockN, next_ids);
+      }
       cp_async_commit();
 
       const uint32_t kv = blk.kv_tile(stage);
@@ -458,6 +489,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           }
         }
       }
+      stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
+      load_stage = load_stage + 1 == Cfg::kStages ? 0 : load_stage + 1;
     }
 
     // The split merge, if any, may now be scheduled (it waits for this grid).
