@@ -42,7 +42,6 @@ struct TileConfig {
   // medium and small configs). The part-0 warps sum the other parts' partial
   // S through shared memory and run the softmax of their slice.
   static constexpr int kDimParts = 4 / kKeySlices;
-  static constexpr int kSoftmaxWarps = kRowGroups * kKeySlices;
   static constexpr int kWarps = kRowGroups * (kLatentDim / 128);
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kPStride = kBlockN + 8;  // elements; pad keeps ldmatrix conflict-free
@@ -74,7 +73,6 @@ struct TileConfig {
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
   static_assert(kStages >= 2 && kStages <= 32, "a ring of stages, one pending bit each");
-  static_assert(kSoftmaxWarps <= kWarps, "softmax warps are a subset of the block");
   static_assert(kKeySlices <= 4 && 4 % kKeySlices == 0, "a row group's 4 warps cover its key slices");
   static_assert((kHeadDim / 16) % kDimParts == 0, "whole k-steps per dims part");
   static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,

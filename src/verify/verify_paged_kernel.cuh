@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       const uint32_t kv = blk.kv_tile(stage);
       float s[2][kQkTiles][4];
       const int key_base = key_slice * kQkN;
-      if (Cfg::kDimParts > 1 || softmax_warp) {
+      {
         // ---- 1. S = Q K^T over this warp's part of the 576 dims ----
         // With Cfg::kTwoQkChains, even and odd k-steps accumulate separately
         // (two mma chains of 18); off in every config today (perf notes v3).
