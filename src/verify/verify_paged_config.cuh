@@ -102,7 +102,8 @@ using LargeConfig = TileConfig<KDTREE_LARGE_BLOCK_M, KDTREE_LARGE_BLOCK_N, KDTRE
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16, false>;
 // sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys, three stages
-// (two tiles in flight: one block a SM is memory-latency bound with one).
+// (two tiles in flight; measured on the H200 only together with the slot ids
+// a tile ahead, which took S1 1.25x: docs/perf_notes.md, session 51).
 using SmallConfig = TileConfig<32, 16, 16, false, 1, 3>;
 
 static_assert(LargeConfig::kSmemBytes <= 232448 &&
