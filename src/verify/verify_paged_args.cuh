@@ -171,23 +171,12 @@ __device__ __forceinline__ bool key_reads_slot_id(const PagedArgs& a, const Requ
   return kk < key_end && !(kk >= req.prefix && a.tail_source == KDTREE_TAIL_FROM_EXTEND);
 }
 
-// The raw slot id stored for request key `kk` as key_row takes it: an int64
-// id as is, an int32 id zero-extended (key_row sign-extends it; the sm_90a
-// kernel stages ids as raw bytes in shared memory); 0 for a key that reads
-// no id.
-__device__ __forceinline__ int64_t key_slot_id(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk) {
-  int64_t id = 0;
-  if (key_reads_slot_id(a, req, key_end, kk)) {
-    const int64_t at = req.kv_start + kk;
-    id = a.index_is_64 ? static_cast<const int64_t*>(a.kv_indices)[at]
-                       : static_cast<int64_t>(static_cast<const uint32_t*>(a.kv_indices)[at]);
-  }
-  return id;
-}
-
-// key_slot_id for N keys at once, by predicated loads: no load sits under a
-// branch, whose join would wait for it, so all N are in flight together (one
-// round trip, not N). Id: uint64_t or uint32_t, as a.index_is_64 says.
+// The raw slot ids stored for request keys kk[0..N) as key_row takes them:
+// an int64 id as is, an int32 id zero-extended (key_row sign-extends it; the
+// sm_90a kernel stages ids as raw bytes in shared memory); 0 for a key that
+// reads no id. By predicated loads: no load sits under a branch, whose join
+// would wait for it, so all N are in flight together (one round trip, not N).
+// Id: uint64_t or uint32_t, as a.index_is_64 says.
 template <class Id, int N>
 __device__ __forceinline__ void key_slot_ids_as(const PagedArgs& a, const Request& req, int64_t key_end,
                                                 const int64_t (&kk)[N], int64_t (&id)[N]) {
@@ -202,7 +191,7 @@ __device__ __forceinline__ void key_slot_ids_as(const PagedArgs& a, const Reques
     } else {
       asm("{\n.reg .pred p;\nsetp.ne.u32 p, %2, 0;\n@p ld.global.nc.u32 %0, [%1];\n}" : "+r"(v) : "l"(at), "r"(reads));
     }
-    id[i] = static_cast<int64_t>(v);  // an int32 id zero-extended, as key_slot_id
+    id[i] = static_cast<int64_t>(v);  // an int32 id zero-extended
   }
 }
 template <int N>
@@ -215,13 +204,13 @@ __device__ __forceinline__ void key_slot_ids(const PagedArgs& a, const Request& 
   }
 }
 
-// The slot a raw slot id (key_slot_id's) names: an int64 id as is, an int32
+// The slot a raw slot id (key_slot_ids') names: an int64 id as is, an int32
 // id sign-extended (negative ids stay negative, so out of range).
 __device__ __forceinline__ int64_t slot_of(const PagedArgs& a, int64_t slot_id) {
   return a.index_is_64 ? slot_id : static_cast<int32_t>(slot_id);
 }
 
-// The KV-cache row of raw slot id `slot_id` (key_slot_id's), or nullptr with
+// The KV-cache row of raw slot id `slot_id` (key_slot_ids'), or nullptr with
 // *bad_slot set when the slot is out of range: key_row for a key below
 // key_end that reads its slot id, with none of its other cases.
 template <class KvElem>
@@ -233,7 +222,7 @@ __device__ __forceinline__ const KvElem* slot_row(const PagedArgs& a, int64_t sl
 }
 
 // Address of request key `kk` (request key index) in the KV storage, given
-// its raw slot id (key_slot_id), or nullptr when it must not be read: at or past key_end,
+// its raw slot id (key_slot_ids), or nullptr when it must not be read: at or past key_end,
 // or an out-of-range slot (*bad_slot set, flagged by the `report` thread).
 template <class KvElem>
 __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
@@ -250,11 +239,6 @@ __device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Reque
       static_cast<const KvElem*>(a.tail_kv) + (from_tail ? req.q_start + (kk - req.prefix) : 0) * a.tail_kv_stride;
   const KvElem* row = static_cast<const KvElem*>(a.kv_cache) + (bad ? 0 : slot) * a.kv_stride_slot;
   return !in_split || bad ? nullptr : from_tail ? tail : row;
-}
-template <class KvElem>
-__device__ __forceinline__ const KvElem* key_row(const PagedArgs& a, const Request& req, int64_t key_end, int64_t kk,
-                                                 bool report, bool* bad_slot) {
-  return key_row<KvElem>(a, req, key_end, kk, key_slot_id(a, req, key_end, kk), report, bad_slot);
 }
 
 // Request b's mask bytes when it has tail keys (load_request checked their
