@@ -2,14 +2,16 @@
 // FlashMLA's config.h / ThunderKittens' tile-dims traits).
 //
 // A block owns kBlockM query rows of one request (row r = token * H + head)
-// and streams the request's keys kBlockN at a time. Warps:
+// and streams the request's keys kBlockN at a time. Warps, kGroupWarps to a
+// row group of 32 rows:
 //   - every warp computes S for 32 rows x kQkN keys over its part of the 576
-//     dims (4 / kKeySlices parts per key slice);
+//     dims (kGroupWarps / kKeySlices parts per key slice);
 //   - softmax warps (kRowGroups x kKeySlices) sum their slice's parts, apply
 //     scale and mask, and run the online softmax;
-//   - every warp (kRowGroups x 4) accumulates O for 32 rows x 128 latent dims.
-// Shared memory: the Q tile, kStages KV tiles (a cp.async ring), P,
-// the partial S.
+//   - every warp accumulates O for 32 rows x kODims latent dims.
+// Shared memory: the Q tile (or, with kQInRegisters, Q staged once in the
+// last KV stage and then held as mma fragments), kStages KV tiles (a
+// cp.async ring), P, the partial S.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +23,8 @@ namespace kdtree::verify {
 
 enum class TileConfigId { kLarge = 0, kMedium = 1, kSmall = 2 };
 
-template <int BlockM, int BlockN, int QkN, bool TwoQkChains, int BlocksPerSm = 1, int Stages = 2>
+template <int BlockM, int BlockN, int QkN, bool TwoQkChains, int BlocksPerSm = 1, int Stages = 2,
+          int GroupWarps = 4, bool QInRegisters = false>
 struct TileConfig {
   static constexpr int kBlockM = BlockM;
   // Blocks resident per SM (launch bounds; the split heuristic fills them).
@@ -36,13 +39,20 @@ struct TileConfig {
   static constexpr int kStages = Stages;
   static constexpr int kRowGroups = kBlockM / 32;
   static constexpr int kKeySlices = kBlockN / kQkN;
-  // A row group's four warps split each tile's QK: kKeySlices slices of
-  // kQkN keys, and each slice's 576 dims in kDimParts parts, so every warp
-  // runs QK even where the tile has fewer key slices than warps (the
-  // medium and small configs). The part-0 warps sum the other parts' partial
-  // S through shared memory and run the softmax of their slice.
-  static constexpr int kDimParts = 4 / kKeySlices;
-  static constexpr int kWarps = kRowGroups * (kLatentDim / 128);
+  // A row group's warps split O's 512 dims, kODims each, ...
+  static constexpr int kGroupWarps = GroupWarps;
+  static constexpr int kODims = kLatentDim / kGroupWarps;
+  // ... and each tile's QK: kKeySlices slices of kQkN keys, and each slice's
+  // 576 dims in kDimParts parts, so every warp runs QK even where the tile
+  // has fewer key slices than warps (the medium and small configs). The
+  // part-0 warps sum the other parts' partial S through shared memory and
+  // run the softmax of their slice.
+  static constexpr int kDimParts = kGroupWarps / kKeySlices;
+  static constexpr int kWarps = kRowGroups * kGroupWarps;
+  // Q as mma A fragments in registers, each warp its dims part's (32 rows x
+  // 576 / kDimParts dims), read once from a staging copy in the last KV
+  // stage: no Q tile in shared memory, and the QK reads only K from it.
+  static constexpr bool kQInRegisters = QInRegisters;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kPStride = kBlockN + 8;  // elements; pad keeps ldmatrix conflict-free
 
@@ -51,7 +61,7 @@ struct TileConfig {
   static constexpr size_t kQBytes = kBlockM * kRowBytes;
   static constexpr size_t kKvStageBytes = kBlockN * kRowBytes;
   static constexpr size_t kPBytes = size_t(kBlockM) * kPStride * 2;
-  static constexpr size_t kOffKv = kQBytes;
+  static constexpr size_t kOffKv = kQInRegisters ? 0 : kQBytes;
   static constexpr size_t kOffP = kOffKv + kStages * kKvStageBytes;
   // Row maxima per key slice during the loop; the same space holds the fp32
   // row sums per key slice in the epilogue (the last max is read before the
@@ -73,7 +83,11 @@ struct TileConfig {
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
   static_assert(kStages >= 2 && kStages <= 32, "a ring of stages, one pending bit each");
-  static_assert(kKeySlices <= 4 && 4 % kKeySlices == 0, "a row group's 4 warps cover its key slices");
+  static_assert(kGroupWarps == 4 || kGroupWarps == 8, "O's 512 dims in 4 or 8 warps' parts");
+  static_assert(kKeySlices <= kGroupWarps && kGroupWarps % kKeySlices == 0,
+                "a row group's warps cover its key slices");
+  static_assert(!kQInRegisters || (kQBytes <= kKvStageBytes && kHeadDim / 16 / kDimParts <= 9),
+                "Q staged in one KV stage; at most 72 fragment registers a thread");
   static_assert((kHeadDim / 16) % kDimParts == 0, "whole k-steps per dims part");
   static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,
                 "the KV / Q loaders cover the tile in whole passes of 8 threads per row");
@@ -101,10 +115,10 @@ using LargeConfig = TileConfig<KDTREE_LARGE_BLOCK_M, KDTREE_LARGE_BLOCK_N, KDTRE
                                KDTREE_LARGE_TWO_QK_CHAINS, KDTREE_LARGE_BLOCKS_PER_SM>;
 // sm_80 (163 KB opt-in): 64 rows x 32 keys.
 using MediumConfig = TileConfig<64, 32, 16, false>;
-// sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 16 keys, three stages
-// (two tiles in flight; measured on the H200 only together with the slot ids
-// a tile ahead, which took S1 1.25x: docs/perf_notes.md, session 51).
-using SmallConfig = TileConfig<32, 16, 16, false, 1, 3>;
+// sm_86 / sm_89 / sm_120 (99 KB opt-in): 32 rows x 32 keys, 8 warps (64 O
+// dims and a quarter of a 16-key slice's QK each), Q in registers so that two
+// 32-key stages fit (docs/perf_notes.md, session 52).
+using SmallConfig = TileConfig<32, 32, 16, false, 1, 2, 8, true>;
 
 static_assert(LargeConfig::kSmemBytes <= 232448 &&
                   LargeConfig::kBlocksPerSm * (LargeConfig::kSmemBytes + 1024) <= 233472,

@@ -13,7 +13,8 @@
 //      the softmax warps, one per slice; where a row group has more warps
 //      than slices (the medium and small configs) its other warps take parts
 //      of the 576 dims and hand their partial S to the slice's softmax warp
-//      through shared memory. Scaled to base 2; the mask runs only on tiles
+//      through shared memory. Q comes from its shared-memory tile, or (the
+//      small config) from registers loaded once. Scaled to base 2; the mask runs only on tiles
 //      that hold tail keys, a split end or an out-of-range slot. Row maxima
 //      go to shared memory.
 //   2. Softmax warps: online softmax (running max m, fp32 partial row sums l for
@@ -21,9 +22,9 @@
 //      The reference max moves only when a row's max grows by more than
 //      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
 //      after the first tiles O is almost never rescaled.
-//   3. All warps: O[32 rows x 128 dims] = alpha * O + P V, V being the first
+//   3. All warps: O[32 rows x kODims] = alpha * O + P V, V being the first
 //      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
-//      0..127 also multiply P by a column of ones: O is normalized by the sum
+//      0..kODims-1 also multiply P by a column of ones: O is normalized by the sum
 //      of the rounded P from the same tensor-core accumulation, so all-ones
 //      values give exactly 1.
 // Epilogue: O / l and lse straight to the output when num_splits == 1, else
@@ -90,7 +91,6 @@ struct VerifyBlock {
   __device__ VerifyBlock(const PagedArgs& args, unsigned char* s, const Request& r, int m_tile)
       : a(args), smem(s), req(r), rows(r.q_len * args.num_heads), row0(m_tile * kBlockM) {}
 
-  __device__ uint32_t q_tile() const { return smem_addr(smem); }
   __device__ uint32_t kv_tile(int stage) const {
     return smem_addr(smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes);
   }
@@ -103,7 +103,12 @@ struct VerifyBlock {
   __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
   __device__ T* p_tile() const { return reinterpret_cast<T*>(smem + Cfg::kOffP); }
 
-  // Q rows of this block into the swizzled Q tile; rows past the request are zero.
+  // Q rows of this block into the swizzled Q tile (with kQInRegisters, the
+  // last KV stage, read into registers before that stage's first gather);
+  // rows past the request are zero.
+  __device__ uint32_t q_tile() const {
+    return Cfg::kQInRegisters ? kv_tile(Cfg::kStages - 1) : smem_addr(smem);
+  }
   __device__ void load_q() const {
     constexpr int kRowsPerPass = Cfg::kThreads / 8;
     const int lane8 = threadIdx.x % 8;
@@ -122,7 +127,7 @@ struct VerifyBlock {
   }
 
   // The KV gather's threads: kThreadsPerKey a key, kKeysPerPass keys a pass.
-  static constexpr int kThreadsPerKey = kKvFp8 ? 4 : 8;
+  static constexpr int kThreadsPerKey = 8;
   static constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
   static constexpr int kKvPasses = (kBlockN + kKeysPerPass - 1) / kKeysPerPass;
   using KvIds = int64_t[kKvPasses];
@@ -208,21 +213,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, c = lane % 4;
-    // A row group is 4 consecutive warps (one per SM sub-partition) owning 32
-    // rows: its softmax and P V only wait for each other (named barrier), so
-    // one group's barriers overlap the other group's MMA.
-    const int row_group = warp / 4;
-    const int key_slice = warp % 4 % Cfg::kKeySlices;
-    const int dim_part = Cfg::kDimParts == 1 ? 0 : warp % 4 / Cfg::kKeySlices;  // of the QK's dims
-    const int dim_quarter = warp % 4;                                            // of O's dims
+    // A row group is kGroupWarps consecutive warps (each SM sub-partition
+    // holds one or two) owning 32 rows: its softmax and P V only wait for
+    // each other (named barrier), so one group's barriers overlap the other
+    // group's MMA.
+    constexpr int kGroupWarps = Cfg::kGroupWarps, kODims = Cfg::kODims, kOTiles = kODims / 8;
+    const int row_group = warp / kGroupWarps;
+    const int key_slice = warp % kGroupWarps % Cfg::kKeySlices;
+    const int dim_part = Cfg::kDimParts == 1 ? 0 : warp % kGroupWarps / Cfg::kKeySlices;  // of the QK's dims
+    const int o_part = warp % kGroupWarps;                                                // of O's dims
     const bool softmax_warp = dim_part == 0;  // its key slice's sum of S, mask and softmax
     const int warp_row0 = row_group * 32;
     static_assert(Cfg::kRowGroups <= 2, "two named barriers");
     const auto group_sync = [row_group]() {
       if (row_group == 0) {
-        named_barrier_sync<1, 128>();
+        named_barrier_sync<1, kGroupWarps * 32>();
       } else {
-        named_barrier_sync<2, 128>();
+        named_barrier_sync<2, kGroupWarps * 32>();
       }
     };
 
@@ -235,14 +242,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       return r < blk.rows ? r / a.num_heads : -1;
     };
 
-    float o_acc[2][16][4];
+    float o_acc[2][kOTiles][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt)
+      for (int nt = 0; nt < kOTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
-    float w_acc[2][4];  // dims-0..127 warps: rounded P times a ones column
+    float w_acc[2][4];  // o_part-0 warps: rounded P times a ones column
     float m_run[2][2];  // softmax warps: running row max, base 2
     float l_run[2][2];  // softmax warps: fp32 partial row sum over this key slice
 #pragma unroll
@@ -253,7 +260,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         m_run[mt][e / 2] = kNegInf;
         l_run[mt][e / 2] = 0.f;
       }
-    const bool sums_rows = dim_quarter == 0;
+    const bool sums_rows = o_part == 0;
     const uint32_t ones = pack2<T>(1.f, 1.f);
 
     // kStages - 1 tiles in flight ahead of the one computing: one cp.async
@@ -271,6 +278,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       cp_async_commit();
     }
     blk.kv_slot_ids(blk.key_begin + int64_t{Cfg::kStages - 1} * kBlockN, next_ids);
+
+    // With kQInRegisters: this warp's dims part of Q as A fragments, read once
+    // from its staging copy in the last stage (in the first cp.async group,
+    // with tile 0). The loop's first barrier orders these reads before that
+    // stage's first gather.
+    constexpr int kPartSteps = kHeadDim / 16 / Cfg::kDimParts;
+    uint32_t q_frag[Cfg::kQInRegisters ? kPartSteps : 1][2][4];
+    if constexpr (Cfg::kQInRegisters) {
+      cp_async_wait<Cfg::kStages - 2>();
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kPartSteps; ++j)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const int row = warp_row0 + mt * 16 + (lane % 16);
+          ldmatrix_x4(q_frag[j][mt], blk.q_tile() + swizzle(row, (dim_part * kPartSteps + j) * 2 + lane / 16));
+        }
+    }
 
     int stage = 0;
     int load_stage = Cfg::kStages - 1;
@@ -300,16 +325,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[mt][nt][e] = s_odd[mt][nt][e] = 0.f;
-        constexpr int kPartSteps = kHeadDim / 16 / Cfg::kDimParts;
-#pragma unroll kQkUnroll
+        // Fully unrolled where Q is in registers (its fragments are indexed
+        // by the step).
+#pragma unroll(Cfg::kQInRegisters ? kPartSteps : kQkUnroll)
         for (int part_step = 0; part_step < kPartSteps; ++part_step) {
           const int kstep = dim_part * kPartSteps + part_step;
           float (&acc)[2][kQkTiles][4] = (Cfg::kTwoQkChains && (kstep & 1)) ? s_odd : s;
           uint32_t af[2][4];
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            const int row = warp_row0 + mt * 16 + (lane % 16);
-            ldmatrix_x4(af[mt], blk.q_tile() + swizzle(row, kstep * 2 + lane / 16));
+            if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) af[mt][i] = q_frag[part_step][mt][i];
+            } else {
+              const int row = warp_row0 + mt * 16 + (lane % 16);
+              ldmatrix_x4(af[mt], blk.q_tile() + swizzle(row, kstep * 2 + lane / 16));
+            }
           }
 #pragma unroll
           for (int np = 0; np < kQkTiles / 2; ++np) {
@@ -457,7 +488,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           for (int half = 0; half < 2; ++half) {
             const float f = blk.alpha()[warp_row0 + mt * 16 + g + 8 * half];
 #pragma unroll
-            for (int nt = 0; nt < 16; ++nt) {
+            for (int nt = 0; nt < kOTiles; ++nt) {
               o_acc[mt][nt][2 * half] *= f;
               o_acc[mt][nt][2 * half + 1] *= f;
             }
@@ -477,10 +508,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           if (sums_rows) mma_16816<T>(w_acc[mt], pf[mt], ones, ones);
         }
 #pragma unroll
-        for (int dp = 0; dp < 8; ++dp) {
+        for (int dp = 0; dp < kOTiles / 2; ++dp) {
           uint32_t vf[4];
           const int key = kstep * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          const int chunk = (dim_quarter * 128 + dp * 16) / 8 + (lane >> 4);
+          const int chunk = (o_part * kODims + dp * 16) / 8 + (lane >> 4);
           ldmatrix_x4_trans(vf, kv + swizzle(key, chunk));
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
@@ -533,16 +564,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // In place, before the store picks its dtype.
         normalize_row(a, div, [&](auto divide) {
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
+          for (int nt = 0; nt < kOTiles; ++nt) {
             o_acc[mt][nt][2 * half] = divide(o_acc[mt][nt][2 * half]);
             o_acc[mt][nt][2 * half + 1] = divide(o_acc[mt][nt][2 * half + 1]);
           }
         });
         const int64_t t = req.q_start + token;
-        store_out_row<16>(a, t, h, split, dim_quarter * 128 + 2 * c, [&](int nt) {
+        store_out_row<kOTiles>(a, t, h, split, o_part * kODims + 2 * c, [&](int nt) {
           return make_float2(o_acc[mt][nt][2 * half], o_acc[mt][nt][2 * half + 1]);
         });
-        if (dim_quarter == 0 && c == 0) store_lse(a, t, h, split, lse);
+        if (o_part == 0 && c == 0) store_lse(a, t, h, split, lse);
       }
   }
 #endif
