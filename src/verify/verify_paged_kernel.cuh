@@ -232,6 +232,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         named_barrier_sync<2, kGroupWarps * 32>();
       }
     };
+    const auto group_sync_or = [row_group](bool pred) {
+      return row_group == 0 ? named_barrier_or<1, kGroupWarps * 32>(pred)
+                            : named_barrier_or<2, kGroupWarps * 32>(pred);
+    };
 
     const uint8_t* const tail_mask = request_tail_mask(a, req, b);
     // Token index of accumulator row (mt, half) of this thread (-1: past the
@@ -394,6 +398,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               }
         }
       }
+      bool over = false;   // a score past its row's m_run + kRescaleLog2
+      float l_tile[2][2];  // the tile's row sums against m_run
       if (softmax_warp) {
         // Scale to base 2; mask only where the tile needs it (a block-uniform
         // branch), with every tail-mask byte loaded before any is tested.
@@ -431,57 +437,95 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
                 }
               }
         }
-        // Row maxima of this warp's key slice.
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            float mx = kNegInf;
-#pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            if (c == 0) blk.red_max()[key_slice * kBlockM + warp_row0 + mt * 16 + g + 8 * half] = mx;
-          }
-      }
-      group_sync();
-      if (softmax_warp) {
-        // ---- 2. online softmax, P and alpha to shared memory ----
+        // ---- 2. online softmax, P to shared memory ----
+        // First against the running reference max m_run, which stands unless
+        // a score of the row group's tile exceeds it by more than
+        // kRescaleLog2 (rare after a row's first tile): then `over`, and the
+        // exact pass below redoes P from the tile's maxima. Bitwise the exact
+        // pass's result wherever no row rescales.
         T* p_tile = blk.p_tile();
-        bool any_rescale = false;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = warp_row0 + mt * 16 + g + 8 * half;
-            float m_tile = kNegInf;
-#pragma unroll
-            for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
-            // Every key slice's warp takes the same decision from the same maxima.
-            const bool rescale = m_tile > m_run[mt][half] + kRescaleLog2;
-            any_rescale |= rescale;
-            const float m_new = rescale ? m_tile : m_run[mt][half];
-            const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-            const float scale_old = rescale ? exp2f(m_run[mt][half] - m_ref) : 1.f;
+            const float m_ref = m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half];
+            const float bound = m_run[mt][half] + kRescaleLog2;
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt) {
+              over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
               const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
               const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
               sum += p0 + p1;
               const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
               *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
             }
-            l_run[mt][half] = l_run[mt][half] * scale_old + sum;
-            m_run[mt][half] = m_new;
-            if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
+            l_tile[mt][half] = sum;
           }
-        any_rescale = __any_sync(0xffffffffu, any_rescale);
-        if (key_slice == 0 && lane == 0) blk.rescale_flag()[row_group] = any_rescale;
       }
-      group_sync();
+      const bool exact = group_sync_or(over);
+      if (!exact) {
+        if (softmax_warp) {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) l_run[mt][half] += l_tile[mt][half];
+        }
+      } else {
+        if (softmax_warp) {
+          // Row maxima of this warp's key slice.
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              float mx = kNegInf;
+#pragma unroll
+              for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+              if (c == 0) blk.red_max()[key_slice * kBlockM + warp_row0 + mt * 16 + g + 8 * half] = mx;
+            }
+        }
+        group_sync();
+        if (softmax_warp) {
+          // The exact pass: P and alpha from the tile's maxima.
+          T* p_tile = blk.p_tile();
+          bool any_rescale = false;
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int row = warp_row0 + mt * 16 + g + 8 * half;
+              float m_tile = kNegInf;
+#pragma unroll
+              for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
+              // Every key slice's warp takes the same decision from the same maxima.
+              const bool rescale = m_tile > m_run[mt][half] + kRescaleLog2;
+              any_rescale |= rescale;
+              const float m_new = rescale ? m_tile : m_run[mt][half];
+              const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
+              const float scale_old = rescale ? exp2f(m_run[mt][half] - m_ref) : 1.f;
+              float sum = 0.f;
+#pragma unroll
+              for (int nt = 0; nt < kQkTiles; ++nt) {
+                const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
+                const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
+                sum += p0 + p1;
+                const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
+                *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
+              }
+              l_run[mt][half] = l_run[mt][half] * scale_old + sum;
+              m_run[mt][half] = m_new;
+              if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
+            }
+          any_rescale = __any_sync(0xffffffffu, any_rescale);
+          if (key_slice == 0 && lane == 0) blk.rescale_flag()[row_group] = any_rescale;
+        }
+        group_sync();
+      }
       // ---- 3. O = alpha * O + P V ----
-      if (blk.rescale_flag()[row_group]) {
+      if (exact && blk.rescale_flag()[row_group]) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
