@@ -14,14 +14,17 @@
 //      than slices (the medium and small configs) its other warps take parts
 //      of the 576 dims and hand their partial S to the slice's softmax warp
 //      through shared memory. Q comes from its shared-memory tile, or (the
-//      small config) from registers loaded once. Scaled to base 2; the mask runs only on tiles
-//      that hold tail keys, a split end or an out-of-range slot. Row maxima
-//      go to shared memory.
+//      small config) from registers loaded once. Scaled to base 2; the mask
+//      runs only on tiles that hold tail keys, a split end or an out-of-range
+//      slot.
 //   2. Softmax warps: online softmax (running max m, fp32 partial row sums l for
 //      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
 //      The reference max moves only when a row's max grows by more than
 //      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
-//      after the first tiles O is almost never rescaled.
+//      after the first tiles O is almost never rescaled. Blocks of one row
+//      group (the small config) therefore compute P against the running max
+//      first, and exchange the row maxima and redo P only when the row
+//      group's barrier votes that some score passed it by that margin.
 //   3. All warps: O[32 rows x kODims] = alpha * O + P V, V being the first
 //      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
 //      0..kODims-1 also multiply P by a column of ones: O is normalized by the sum
@@ -407,6 +410,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       constexpr bool kSpeculativeP = Cfg::kRowGroups == 1;
       bool over = false;   // a score past its row's m_run + kRescaleLog2
       float l_tile[2][2];  // the tile's row sums against m_run
+      // P of accumulator row (mt, half) against m_ref into the P tile; its sum.
+      const auto store_p_row = [&](int mt, int half, float m_ref) {
+        const int row = warp_row0 + mt * 16 + g + 8 * half;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kQkTiles; ++nt) {
+          const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
+          const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
+          sum += p0 + p1;
+          const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
+          *reinterpret_cast<uint32_t*>(blk.p_tile() + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
+        }
+        return sum;
+      };
       if (softmax_warp) {
         // Scale to base 2; mask only where the tile needs it (a block-uniform
         // branch), with every tail-mask byte loaded before any is tested.
@@ -450,25 +467,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // more than kRescaleLog2 (rare after a row's first tile): then `over`,
         // and the exact pass below redoes P from the tile's maxima. Bitwise
         // the exact pass's result wherever no row rescales.
-        T* p_tile = blk.p_tile();
 #pragma unroll
         for (int mt = 0; mt < 2 && kSpeculativeP; ++mt)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            const int row = warp_row0 + mt * 16 + g + 8 * half;
-            const float m_ref = m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half];
             const float bound = m_run[mt][half] + kRescaleLog2;
-            float sum = 0.f;
 #pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) {
-              over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
-              const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
-              const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
-              sum += p0 + p1;
-              const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
-              *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
-            }
-            l_tile[mt][half] = sum;
+            for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
+            l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
           }
       }
       const bool exact = kSpeculativeP ? group_sync_or(over) : true;
@@ -497,7 +503,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         group_sync();
         if (softmax_warp) {
           // The exact pass: P and alpha from the tile's maxima.
-          T* p_tile = blk.p_tile();
           bool any_rescale = false;
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt)
@@ -513,16 +518,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               const float m_new = rescale ? m_tile : m_run[mt][half];
               const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
               const float scale_old = rescale ? exp2f(m_run[mt][half] - m_ref) : 1.f;
-              float sum = 0.f;
-#pragma unroll
-              for (int nt = 0; nt < kQkTiles; ++nt) {
-                const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
-                const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
-                sum += p0 + p1;
-                const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
-                *reinterpret_cast<uint32_t*>(p_tile + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
-              }
-              l_run[mt][half] = l_run[mt][half] * scale_old + sum;
+              l_run[mt][half] = l_run[mt][half] * scale_old + store_p_row(mt, half, m_ref);
               m_run[mt][half] = m_new;
               if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
             }
