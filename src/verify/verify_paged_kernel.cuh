@@ -132,7 +132,7 @@ struct VerifyBlock {
   // The KV gather's threads: kThreadsPerKey a key, kKeysPerPass keys a pass.
   static constexpr int kThreadsPerKey = 8;
   static constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
-  static constexpr int kKvPasses = (kBlockN + kKeysPerPass - 1) / kKeysPerPass;
+  static constexpr int kKvPasses = kBlockN / kKeysPerPass;  // whole passes: TileConfig asserts it
   using KvIds = int64_t[kKvPasses];
 
   // This thread's raw slot ids for the KV tile starting at key k0, by
@@ -174,7 +174,6 @@ struct VerifyBlock {
 #pragma unroll 1
       for (int pass = 0; pass < kKvPasses; ++pass) {
         const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
-        if (key >= kBlockN) break;
         bool bad;
         const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
         if (part == 0) bad_key(stage)[key] = bad;
