@@ -466,15 +466,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // more than kRescaleLog2 (rare after a row's first tile): then `over`,
         // and the exact pass below redoes P from the tile's maxima. Bitwise
         // the exact pass's result wherever no row rescales.
+        if constexpr (kSpeculativeP) {
 #pragma unroll
-        for (int mt = 0; mt < 2 && kSpeculativeP; ++mt)
+          for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const float bound = m_run[mt][half] + kRescaleLog2;
+            for (int half = 0; half < 2; ++half) {
+              const float bound = m_run[mt][half] + kRescaleLog2;
 #pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
-            l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
-          }
+              for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
+              l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
+            }
+        }
       }
       const bool exact = kSpeculativeP ? group_sync_or(over) : true;
       if (!exact) {
