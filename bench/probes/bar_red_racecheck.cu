@@ -12,9 +12,12 @@
 // Measured (H200, CUDA 13, 2026-12-02): nothing for bar.sync or bar.red,
 // plain stores or cp.async, while both groups pass the same barriers; with
 // -DUNEVEN=1 racecheck reports hazards on the cross-group reads for both
-// barrier forms, on this race-free kernel. So the verify kernel's speculative
-// softmax runs where a block has one row group only (verify_paged_kernel.cuh).
-//   nvcc -arch=sm_90 -lineinfo -DUNEVEN=1 bar_red_racecheck.cu -o brr &&
+// barrier forms, on this race-free kernel. Session 53 (H200, 2026-12-02):
+// -DUNEVEN=1 4 hazards, -DUNEVEN=1 -DBALANCED=1 (the other group passing as
+// many barriers of its own id) none. So the verify kernel's row groups that
+// skip the exact softmax pass still pass its two barriers
+// (verify_paged_kernel.cuh).
+//   nvcc -arch=sm_90 -lineinfo -DUNEVEN=1 -DBALANCED=1 bar_red_racecheck.cu -o brr &&
 //   compute-sanitizer --tool racecheck ./brr
 #include <cstdio>
 #ifndef GROUP_RED
@@ -25,6 +28,11 @@
 // other).
 #ifndef UNEVEN
 #define UNEVEN 0
+#endif
+// -DBALANCED=1 (with UNEVEN): group 1 passes two barriers of its own on those
+// steps too, so both groups pass as many barriers, by different ids.
+#ifndef BALANCED
+#define BALANCED 0
 #endif
 #ifndef CP_ASYNC
 #define CP_ASYNC 1
@@ -62,6 +70,9 @@ __global__ void steps(const int4* src, int* out, int n) {
     if (UNEVEN && group == 0 && (t & 1)) {
       asm volatile("bar.sync 1, 128;\n bar.sync 1, 128;\n" ::: "memory");
     }
+    if (UNEVEN && BALANCED && group == 1 && (t & 1)) {
+      asm volatile("bar.sync 2, 128;\n bar.sync 2, 128;\n" ::: "memory");
+    }
     acc += buf[t % 2][(tid + 128) % 256].x + any;
   }
 #if CP_ASYNC
@@ -77,6 +88,6 @@ int main() {
   cudaMemset(src, 0, 8 * 256 * sizeof(int4));
   steps<<<1, 256>>>(src, out, 8);
   const cudaError_t e = cudaDeviceSynchronize();
-  std::printf("GROUP_RED=%d CP_ASYNC=%d UNEVEN=%d: %s\n", GROUP_RED, CP_ASYNC, UNEVEN, cudaGetErrorString(e));
+  std::printf("GROUP_RED=%d CP_ASYNC=%d UNEVEN=%d BALANCED=%d: %s\n", GROUP_RED, CP_ASYNC, UNEVEN, BALANCED, cudaGetErrorString(e));
   return e != cudaSuccess;
 }

@@ -21,10 +21,10 @@
 //      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
 //      The reference max moves only when a row's max grows by more than
 //      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
-//      after the first tiles O is almost never rescaled. Blocks of one row
-//      group (the small config) therefore compute P against the running max
-//      first, and exchange the row maxima and redo P only when the row
-//      group's barrier votes that some score passed it by that margin.
+//      after the first tiles O is almost never rescaled. So P is computed
+//      against the running max first, and the row maxima are exchanged and
+//      P redone only when the row group's barrier votes that some score
+//      passed it by that margin.
 //   3. All warps: O[32 rows x kODims] = alpha * O + P V, V being the first
 //      512 dims of the same KV tile (ldmatrix.trans). The warps holding dims
 //      0..kODims-1 also multiply P by a column of ones: O is normalized by the sum
@@ -400,13 +400,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               }
         }
       }
-      // One row group only. With two, a group taking the exact pass crosses
-      // two barriers of its own more than the other, and compute-sanitizer's
-      // racecheck then reports hazards between the gather and the other
-      // group's P V: a false report (bench/probes/bar_red_racecheck.cu
-      // -DUNEVEN=1 shows it on a race-free kernel), but SPEC section 7 wants
-      // none, so the medium and large configs take the exact pass every tile.
-      constexpr bool kSpeculativeP = Cfg::kRowGroups == 1;
       bool over = false;   // a score past its row's m_run + kRescaleLog2
       float l_tile[2][2];  // the tile's row sums against m_run
       // P of accumulator row (mt, half) against m_ref into the P tile; its sum.
@@ -461,30 +454,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               }
         }
         // ---- 2. online softmax, P to shared memory ----
-        // With kSpeculativeP, first against the running reference max m_run,
-        // which stands unless a score of the row group's tile exceeds it by
-        // more than kRescaleLog2 (rare after a row's first tile): then `over`,
-        // and the exact pass below redoes P from the tile's maxima. Bitwise
-        // the exact pass's result wherever no row rescales.
-        if constexpr (kSpeculativeP) {
+        // First against the running reference max m_run, which stands unless
+        // a score of the row group's tile exceeds it by more than
+        // kRescaleLog2 (rare after a row's first tile): then `over`, and the
+        // exact pass below redoes P from the tile's maxima. Bitwise the exact
+        // pass's result wherever no row rescales.
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const float bound = m_run[mt][half] + kRescaleLog2;
+          for (int half = 0; half < 2; ++half) {
+            const float bound = m_run[mt][half] + kRescaleLog2;
 #pragma unroll
-              for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
-              l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
-            }
-        }
+            for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
+            l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
+          }
       }
-      const bool exact = kSpeculativeP ? group_sync_or(over) : true;
+      // P's barrier and the row group's vote on the exact pass.
+      const bool exact = group_sync_or(over);
       if (!exact) {
         if (softmax_warp) {
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
             for (int half = 0; half < 2; ++half) l_run[mt][half] += l_tile[mt][half];
+        }
+        if constexpr (Cfg::kRowGroups > 1) {
+          // The exact pass's two barriers, passed here too: with two row
+          // groups, one group passing more named barriers than the other
+          // draws racecheck's false hazards between the gather and the
+          // other group's P V (bench/probes/bar_red_racecheck.cu, UNEVEN
+          // against BALANCED). The group's warps arrive together, straight
+          // from the vote; measured cheaper than a block-wide vote (perf
+          // notes, session 53).
+          group_sync();
+          group_sync();
         }
       } else {
         if (softmax_warp) {
