@@ -255,6 +255,7 @@ struct TailMaskRow {
   const uint8_t* bytes;  // nullptr: nothing to read (no mask bytes, or a padding row)
   int token;
 
+  TailMaskRow() = default;
   __device__ TailMaskRow(const PagedArgs& a, const Request& req, const uint8_t* mask, int token_)
       : bytes(mask != nullptr && token_ >= 0
                   ? mask + tail_mask_row_offset(a.mask_kind, a.mask_row_bytes, req.prefix, req.q_len, token_)

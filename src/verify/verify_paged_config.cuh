@@ -6,8 +6,9 @@
 // row group of 32 rows:
 //   - every warp computes S for 32 rows x kQkN keys over its part of the 576
 //     dims (kGroupWarps / kKeySlices parts per key slice);
-//   - softmax warps (kRowGroups x kKeySlices) sum their slice's parts, apply
-//     scale and mask, and run the online softmax;
+//   - each warp then sums the parts of 32 / kDimParts of its slice's rows
+//     (a reduce-scatter through shared memory where kDimParts > 1), applies
+//     scale and mask to them, and runs their online softmax;
 //   - every warp accumulates O for 32 rows x kODims latent dims.
 // Shared memory: the Q tile (or, with kQInRegisters, Q staged once in the
 // last KV stage and then held as mma fragments), kStages KV tiles (a
@@ -45,8 +46,9 @@ struct TileConfig {
   // ... and each tile's QK: kKeySlices slices of kQkN keys, and each slice's
   // 576 dims in kDimParts parts, so every warp runs QK even where the tile
   // has fewer key slices than warps (the medium and small configs). The
-  // part-0 warps sum the other parts' partial S through shared memory and
-  // run the softmax of their slice.
+  // parts' partial S meet through shared memory, where each warp sums, and
+  // runs the softmax of, 4 / kDimParts of the row group's four row pairs
+  // (8 rows each).
   static constexpr int kDimParts = kGroupWarps / kKeySlices;
   static constexpr int kWarps = kRowGroups * kGroupWarps;
   // Q as mma A fragments in registers, each warp its dims part's (32 rows x
@@ -71,14 +73,12 @@ struct TileConfig {
   static constexpr size_t kOffAlpha = kOffRedMax + kKeySlices * kBlockM * 4;  // [kBlockM] f32
   static constexpr size_t kOffRowMax = kOffAlpha + kBlockM * 4;            // [kBlockM] f32
   static constexpr size_t kOffRowWeight = kOffRowMax + kBlockM * 4;        // [kBlockM] f32
-  static constexpr size_t kOffRescale = kOffRowWeight + kBlockM * 4;       // [kRowGroups] i32
-  static constexpr size_t kOffBadKey = kOffRescale + kRowGroups * 4;       // [kStages][kBlockN] u8
-  // Partial S of the dims parts past the first: a warp's fragment (32 rows x
-  // kQkN keys, f32) per (row group, key slice, part), float4-interleaved by lane.
-  static constexpr size_t kQkFragFloats = 2 * (kQkN / 8) * 4;
+  static constexpr size_t kOffBadKey = kOffRowWeight + kBlockM * 4;        // [kStages][kBlockN] u8
+  // Partial S on their way to the warp that owns their rows: per (row group,
+  // key slice, row pair of 8 rows) the other kDimParts - 1 parts' 8 x kQkN
+  // f32, as [part][n8 tile] float2s interleaved by lane.
   static constexpr size_t kOffQkPartial = (kOffBadKey + kStages * kBlockN + 15) / 16 * 16;
-  static constexpr size_t kQkPartialBytes =
-      size_t(kRowGroups) * kKeySlices * (kDimParts - 1) * 32 * kQkFragFloats * 4;
+  static constexpr size_t kQkPartialBytes = size_t(kRowGroups) * kKeySlices * 4 * (kDimParts - 1) * 8 * kQkN * 4;
   static constexpr size_t kSmemBytes = kOffQkPartial + kQkPartialBytes;
 
   static_assert(kBlockM % 32 == 0 && kBlockN % kQkN == 0 && kQkN % 16 == 0, "tile shape");
@@ -89,6 +89,7 @@ struct TileConfig {
   static_assert(!kQInRegisters || (kQBytes <= kKvStageBytes && kHeadDim / 16 / kDimParts <= 9),
                 "Q staged in one KV stage; at most 72 fragment registers a thread");
   static_assert((kHeadDim / 16) % kDimParts == 0, "whole k-steps per dims part");
+  static_assert(4 % kDimParts == 0, "a slice's four row pairs shared evenly among its dims parts");
   static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,
                 "the KV / Q loaders cover the tile in whole passes of 8 threads per row");
 };

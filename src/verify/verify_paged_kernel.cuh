@@ -9,16 +9,17 @@
 //
 // Per KV tile of kBlockN keys (gathered through slot ids with cp.async into a
 // ring of kStages swizzled buffers, kStages - 1 tiles ahead of the one computing):
-//   1. S = Q K^T for 32 rows x kQkN keys (a key slice) over all 576 dims, by
-//      the softmax warps, one per slice; where a row group has more warps
-//      than slices (the medium and small configs) its other warps take parts
-//      of the 576 dims and hand their partial S to the slice's softmax warp
-//      through shared memory. Q comes from its shared-memory tile, or (the
-//      small config) from registers loaded once. Scaled to base 2; the mask
-//      runs only on tiles that hold tail keys, a split end or an out-of-range
-//      slot.
-//   2. Softmax warps: online softmax (running max m, fp32 partial row sums l for
-//      the lse), P (bf16 / f16) and the rescale factor alpha to shared memory.
+//   1. S = Q K^T for 32 rows x kQkN keys (a key slice) over all 576 dims,
+//      one warp a slice; where a row group has more warps than slices (the
+//      medium and small configs) each of a slice's warps takes a part of the
+//      576 dims, and the parts' partial S meet by a reduce-scatter through
+//      shared memory: each warp sums the parts of 32 / kDimParts of the rows.
+//      Q comes from its shared-memory tile, or (the small config) from
+//      registers loaded once. Scaled to base 2; the mask runs only on tiles
+//      that hold tail keys, a split end or an out-of-range slot.
+//   2. Each warp, on its rows of its slice: online softmax (running max m,
+//      fp32 partial row sums l for the lse), P (bf16 / f16) and the rescale
+//      factor alpha to shared memory.
 //      The reference max moves only when a row's max grows by more than
 //      2^kRescaleLog2 (P then stays <= 2^8, safe in bf16 / f16 and fp32), so
 //      after the first tiles O is almost never rescaled. So P is computed
@@ -100,7 +101,6 @@ struct VerifyBlock {
   __device__ uint8_t* bad_key(int stage) const { return smem + Cfg::kOffBadKey + stage * kBlockN; }
   __device__ float* red_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedMax); }
   __device__ float* red_sum() const { return reinterpret_cast<float*>(smem + Cfg::kOffRedSum); }
-  __device__ int32_t* rescale_flag() const { return reinterpret_cast<int32_t*>(smem + Cfg::kOffRescale); }
   __device__ float* row_weight() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowWeight); }
   __device__ float* alpha() const { return reinterpret_cast<float*>(smem + Cfg::kOffAlpha); }
   __device__ float* row_max() const { return reinterpret_cast<float*>(smem + Cfg::kOffRowMax); }
@@ -224,7 +224,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     const int key_slice = warp % kGroupWarps % Cfg::kKeySlices;
     const int dim_part = Cfg::kDimParts == 1 ? 0 : warp % kGroupWarps / Cfg::kKeySlices;  // of the QK's dims
     const int o_part = warp % kGroupWarps;                                                // of O's dims
-    const bool softmax_warp = dim_part == 0;  // its key slice's sum of S, mask and softmax
+    // The rows whose sum of S, mask and softmax this warp runs for its key
+    // slice. Of the row group's four row pairs (8 rows each: pair p is the
+    // accumulator rows (mt, half) = (p / 2, p % 2), rows 8p + g), it owns
+    // kOwnPairs from pair0 on, held as an accumulator fragment of kOwnMt
+    // tiles of kOwnHalves halves: all four where a key slice has one warp
+    // (the large config), two (medium) or one (small) where the slice's dims
+    // are split among kDimParts warps.
+    constexpr int kOwnPairs = 4 / Cfg::kDimParts;
+    constexpr int kOwnHalves = kOwnPairs >= 2 ? 2 : 1;
+    constexpr int kOwnMt = kOwnPairs / kOwnHalves;
+    const int pair0 = dim_part * kOwnPairs;
     const int warp_row0 = row_group * 32;
     static_assert(Cfg::kRowGroups <= 2, "two named barriers");
     const auto group_sync = [row_group]() {
@@ -240,11 +250,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     };
 
     const uint8_t* const tail_mask = request_tail_mask(a, req, b);
-    // Token index of accumulator row (mt, half) of this thread (-1: past the
-    // request). Recomputed where needed (masked tiles, epilogue) rather than
-    // held in registers across the tile loop.
-    const auto row_token = [&](int mt, int half) {
-      const int r = blk.row0 + warp_row0 + mt * 16 + g + 8 * half;
+    // This thread's row (of the block) in row pair p, and in the warp's own
+    // fragment tile m, half h.
+    const auto pair_row = [&](int p) { return warp_row0 + 8 * p + g; };
+    const auto own_row = [&](int m, int h) { return pair_row(pair0 + m * kOwnHalves + h); };
+    // Token index of a row (-1: past the request). Recomputed where needed
+    // (masked tiles, epilogue) rather than held in registers across the tile
+    // loop.
+    const auto row_token = [&](int row) {
+      const int r = blk.row0 + row;
       return r < blk.rows ? r / a.num_heads : -1;
     };
 
@@ -256,15 +270,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][nt][e] = 0.f;
     float w_acc[2][4];  // o_part-0 warps: rounded P times a ones column
-    float m_run[2][2];  // softmax warps: running row max, base 2
-    float l_run[2][2];  // softmax warps: fp32 partial row sum over this key slice
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        w_acc[mt][e] = 0.f;
-        m_run[mt][e / 2] = kNegInf;
-        l_run[mt][e / 2] = 0.f;
+      for (int e = 0; e < 4; ++e) w_acc[mt][e] = 0.f;
+    float m_run[kOwnMt][kOwnHalves];  // own rows: running row max, base 2
+    float l_run[kOwnMt][kOwnHalves];  // own rows: fp32 partial row sum over this key slice
+#pragma unroll
+    for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+      for (int h = 0; h < kOwnHalves; ++h) {
+        m_run[m][h] = kNegInf;
+        l_run[m][h] = 0.f;
       }
     const bool sums_rows = o_part == 0;
     const uint32_t ones = pack2<T>(1.f, 1.f);
@@ -369,87 +386,111 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
         }
       }
-      if constexpr (Cfg::kDimParts > 1) {
-        // The other parts' partial S to part 0's warp, in part order.
-        float4* const partial = reinterpret_cast<float4*>(smem + Cfg::kOffQkPartial);
-        constexpr int kVecs = 2 * kQkTiles;
-        const int slots = (row_group * Cfg::kKeySlices + key_slice) * (Cfg::kDimParts - 1);  // parts 1..
-        if (dim_part > 0) {
+      // This warp's rows of the slice's S, summed over the dims parts in
+      // part order: its own fragment, element (m, nt, e) of row own_row(m, e / 2).
+      float sp[kOwnMt][kQkTiles][2 * kOwnHalves];
+      if constexpr (Cfg::kDimParts == 1) {
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) {
-              const int v = mt * kQkTiles + nt;
-              partial[((slots + dim_part - 1) * kVecs + v) * 32 + lane] =
-                  make_float4(s[mt][nt][0], s[mt][nt][1], s[mt][nt][2], s[mt][nt][3]);
-            }
+          for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sp[m][nt][e] = s[m][nt][e];
+      } else {
+        // A reduce-scatter through shared memory: each warp stores its part
+        // of the pairs other warps own, as [pair][from part][n8 tile] a float2
+        // a lane within its (row group, key slice), then adds its own pairs'
+        // other parts to its part of them.
+        float2* const partial = reinterpret_cast<float2*>(smem + Cfg::kOffQkPartial);
+        const int slice_pairs = (row_group * Cfg::kKeySlices + key_slice) * 4;
+        // Pair p's part from its from-th dims part other than its owner.
+        const auto slot = [&](int p, int from, int nt) {
+          return (((slice_pairs + p) * (Cfg::kDimParts - 1) + from) * kQkTiles + nt) * 32 + lane;
+        };
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          if (p / kOwnPairs == dim_part) continue;
+#pragma unroll
+          for (int nt = 0; nt < kQkTiles; ++nt)
+            partial[slot(p, dim_part - (dim_part > p / kOwnPairs), nt)] =
+                make_float2(s[p / 2][nt][2 * (p % 2)], s[p / 2][nt][2 * (p % 2) + 1]);
         }
         group_sync();
-        if (dim_part == 0) {
 #pragma unroll
-          for (int part = 1; part < Cfg::kDimParts; ++part)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+          for (int h = 0; h < kOwnHalves; ++h) {
+            const int i = m * kOwnHalves + h;  // the i-th own pair: pair0 + i of the pairs i, i + kOwnPairs, ...
 #pragma unroll
-              for (int nt = 0; nt < kQkTiles; ++nt) {
-                const float4 q = partial[((slots + part - 1) * kVecs + mt * kQkTiles + nt) * 32 + lane];
-                s[mt][nt][0] += q.x;
-                s[mt][nt][1] += q.y;
-                s[mt][nt][2] += q.z;
-                s[mt][nt][3] += q.w;
+            for (int nt = 0; nt < kQkTiles; ++nt) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                sp[m][nt][2 * h + e] = s[i / 2][nt][2 * (i % 2) + e];
+#pragma unroll
+                for (int p = i + kOwnPairs; p < 4; p += kOwnPairs)
+                  if (pair0 + i == p) sp[m][nt][2 * h + e] = s[p / 2][nt][2 * (p % 2) + e];
               }
-        }
+#pragma unroll
+              for (int from = 0; from < Cfg::kDimParts - 1; ++from) {
+                const float2 q = partial[slot(pair0 + i, from, nt)];
+                sp[m][nt][2 * h] += q.x;
+                sp[m][nt][2 * h + 1] += q.y;
+              }
+            }
+          }
       }
-      bool over = false;   // a score past its row's m_run + kRescaleLog2
-      float l_tile[2][2];  // the tile's row sums against m_run
-      // P of accumulator row (mt, half) against m_ref into the P tile; its sum.
-      const auto store_p_row = [&](int mt, int half, float m_ref) {
-        const int row = warp_row0 + mt * 16 + g + 8 * half;
+      bool over = false;              // a score past its row's m_run + kRescaleLog2
+      float l_tile[kOwnMt][kOwnHalves];  // the tile's row sums against m_run
+      // P of own row (m, half) against m_ref into the P tile; its sum.
+      const auto store_p_row = [&](int m, int half, float m_ref) {
+        const int row = own_row(m, half);
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kQkTiles; ++nt) {
-          const float p0 = exp2f(s[mt][nt][2 * half] - m_ref);
-          const float p1 = exp2f(s[mt][nt][2 * half + 1] - m_ref);
+          const float p0 = exp2f(sp[m][nt][2 * half] - m_ref);
+          const float p1 = exp2f(sp[m][nt][2 * half + 1] - m_ref);
           sum += p0 + p1;
           const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
           *reinterpret_cast<uint32_t*>(blk.p_tile() + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
         }
         return sum;
       };
-      if (softmax_warp) {
+      {
         // Scale to base 2; mask only where the tile needs it (a block-uniform
         // branch), with every tail-mask byte loaded before any is tested.
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][nt][e] *= a.scale_log2;
+            for (int e = 0; e < 2 * kOwnHalves; ++e) sp[m][nt][e] *= a.scale_log2;
         if (any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix) {
           const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
-          const TailMaskRow mask_row[2][2] = {
-              {{a, req, tail_mask, row_token(0, 0)}, {a, req, tail_mask, row_token(0, 1)}},
-              {{a, req, tail_mask, row_token(1, 0)}, {a, req, tail_mask, row_token(1, 1)}}};
-          uint8_t mask_byte[2][kQkTiles][4];
+          TailMaskRow mask_row[kOwnMt][kOwnHalves];
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+          for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+            for (int h = 0; h < kOwnHalves; ++h) mask_row[m][h] = TailMaskRow(a, req, tail_mask, row_token(own_row(m, h)));
+          uint8_t mask_byte[kOwnMt][kQkTiles][2 * kOwnHalves];
+#pragma unroll
+          for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                mask_byte[mt][nt][e] = mask_row[mt][e >> 1].byte(a, req, blk.key_end, k0 + key_of(nt, e));
+              for (int e = 0; e < 2 * kOwnHalves; ++e) {
+                mask_byte[m][nt][e] = mask_row[m][e >> 1].byte(a, req, blk.key_end, k0 + key_of(nt, e));
               }
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+          for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
+              for (int e = 0; e < 2 * kOwnHalves; ++e) {
                 const int key_local = key_of(nt, e);
                 const bool bad = any_bad && blk.bad_key(stage)[key_local];
-                if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[mt][e >> 1].token, bad,
-                                 mask_byte[mt][nt][e])) {
-                  s[mt][nt][e] = kNegInf;
+                if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[m][e >> 1].token, bad,
+                                 mask_byte[m][nt][e])) {
+                  sp[m][nt][e] = kNegInf;
                 }
               }
         }
@@ -460,24 +501,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         // exact pass below redoes P from the tile's maxima. Bitwise the exact
         // pass's result wherever no row rescales.
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const float bound = m_run[mt][half] + kRescaleLog2;
+          for (int half = 0; half < kOwnHalves; ++half) {
+            const float bound = m_run[m][half] + kRescaleLog2;
 #pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) over |= s[mt][nt][2 * half] > bound || s[mt][nt][2 * half + 1] > bound;
-            l_tile[mt][half] = store_p_row(mt, half, m_run[mt][half] == kNegInf ? 0.f : m_run[mt][half]);
+            for (int nt = 0; nt < kQkTiles; ++nt) over |= sp[m][nt][2 * half] > bound || sp[m][nt][2 * half + 1] > bound;
+            l_tile[m][half] = store_p_row(m, half, m_run[m][half] == kNegInf ? 0.f : m_run[m][half]);
           }
       }
       // P's barrier and the row group's vote on the exact pass.
       const bool exact = group_sync_or(over);
+      bool rescale = false;  // the exact pass moved some row's reference max
       if (!exact) {
-        if (softmax_warp) {
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) l_run[mt][half] += l_tile[mt][half];
-        }
+          for (int half = 0; half < kOwnHalves; ++half) l_run[m][half] += l_tile[m][half];
         if constexpr (Cfg::kRowGroups > 1) {
           // The exact pass's two barriers, passed here too: with two row
           // groups, one group passing more named barriers than the other
@@ -490,49 +530,48 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           group_sync();
         }
       } else {
-        if (softmax_warp) {
-          // Row maxima of this warp's key slice.
+        {
+          // Row maxima of the own rows over this key slice.
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+          for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
+            for (int half = 0; half < kOwnHalves; ++half) {
               float mx = kNegInf;
 #pragma unroll
-              for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+              for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(sp[m][nt][2 * half], sp[m][nt][2 * half + 1]));
               mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
               mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-              if (c == 0) blk.red_max()[key_slice * kBlockM + warp_row0 + mt * 16 + g + 8 * half] = mx;
+              if (c == 0) blk.red_max()[key_slice * kBlockM + own_row(m, half)] = mx;
             }
         }
         group_sync();
-        if (softmax_warp) {
+        {
           // The exact pass: P and alpha from the tile's maxima.
           bool any_rescale = false;
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
+          for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int row = warp_row0 + mt * 16 + g + 8 * half;
+            for (int half = 0; half < kOwnHalves; ++half) {
+              const int row = own_row(m, half);
               float m_tile = kNegInf;
 #pragma unroll
               for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
               // Every key slice's warp takes the same decision from the same maxima.
-              const bool rescale = m_tile > m_run[mt][half] + kRescaleLog2;
-              any_rescale |= rescale;
-              const float m_new = rescale ? m_tile : m_run[mt][half];
+              const bool row_rescale = m_tile > m_run[m][half] + kRescaleLog2;
+              any_rescale |= row_rescale;
+              const float m_new = row_rescale ? m_tile : m_run[m][half];
               const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-              const float scale_old = rescale ? exp2f(m_run[mt][half] - m_ref) : 1.f;
-              l_run[mt][half] = l_run[mt][half] * scale_old + store_p_row(mt, half, m_ref);
-              m_run[mt][half] = m_new;
+              const float scale_old = row_rescale ? exp2f(m_run[m][half] - m_ref) : 1.f;
+              l_run[m][half] = l_run[m][half] * scale_old + store_p_row(m, half, m_ref);
+              m_run[m][half] = m_new;
               if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
             }
-          any_rescale = __any_sync(0xffffffffu, any_rescale);
-          if (key_slice == 0 && lane == 0) blk.rescale_flag()[row_group] = any_rescale;
+          // P's and alpha's barrier, and the row group's vote on the rescale.
+          rescale = group_sync_or(any_rescale);
         }
-        group_sync();
       }
       // ---- 3. O = alpha * O + P V ----
-      if (exact && blk.rescale_flag()[row_group]) {
+      if (rescale) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -585,13 +624,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       for (int half = 0; half < 2; ++half) {
         const int row = warp_row0 + mt * 16 + g + 8 * half;
         if (sums_rows && c == 0) blk.row_weight()[row] = w_acc[mt][2 * half];
-        if (softmax_warp) {
-          float l = l_run[mt][half];
-          l += __shfl_xor_sync(0xffffffffu, l, 1);
-          l += __shfl_xor_sync(0xffffffffu, l, 2);
-          if (c == 0) blk.red_sum()[key_slice * kBlockM + row] = l;
-          if (key_slice == 0 && c == 0) blk.row_max()[row] = m_run[mt][half];
-        }
+      }
+#pragma unroll
+    for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+      for (int half = 0; half < kOwnHalves; ++half) {
+        const int row = own_row(m, half);
+        float l = l_run[m][half];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (c == 0) blk.red_sum()[key_slice * kBlockM + row] = l;
+        if (key_slice == 0 && c == 0) blk.row_max()[row] = m_run[m][half];
       }
     group_sync();
 
@@ -599,9 +642,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int token = row_token(mt, half);
+        const int row = pair_row(2 * mt + half);
+        const int token = row_token(row);
         if (token < 0) continue;
-        const int row = warp_row0 + mt * 16 + g + 8 * half;
         const int r = blk.row0 + row;
         const int h = r - token * a.num_heads;
         float l = 0.f;
