@@ -386,8 +386,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
               for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
         }
       }
-      // This warp's rows of the slice's S, summed over the dims parts in
-      // part order: its own fragment, element (m, nt, e) of row own_row(m, e / 2).
+      // This warp's rows of the slice's S, summed over the dims parts (its
+      // own part first, then the others in part order): its own fragment,
+      // element (m, nt, e) of row own_row(m, e / 2).
       float sp[kOwnMt][kQkTiles][2 * kOwnHalves];
       if constexpr (Cfg::kDimParts == 1) {
 #pragma unroll
@@ -420,7 +421,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
           for (int h = 0; h < kOwnHalves; ++h) {
-            const int i = m * kOwnHalves + h;  // the i-th own pair: pair0 + i of the pairs i, i + kOwnPairs, ...
+            // Own pair i is pair pair0 + i, one of i, i + kOwnPairs, ...:
+            // this warp's part of it selected from s among those.
+            const int i = m * kOwnHalves + h;
 #pragma unroll
             for (int nt = 0; nt < kQkTiles; ++nt) {
 #pragma unroll
@@ -439,7 +442,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
             }
           }
       }
-      bool over = false;              // a score past its row's m_run + kRescaleLog2
+      bool over = false;                 // a score past its row's m_run + kRescaleLog2
       float l_tile[kOwnMt][kOwnHalves];  // the tile's row sums against m_run
       // P of own row (m, half) against m_ref into the P tile; its sum.
       const auto store_p_row = [&](int m, int half, float m_ref) {
@@ -455,61 +458,59 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
         }
         return sum;
       };
-      {
-        // Scale to base 2; mask only where the tile needs it (a block-uniform
-        // branch), with every tail-mask byte loaded before any is tested.
+      // Scale to base 2; mask only where the tile needs it (a block-uniform
+      // branch), with every tail-mask byte loaded before any is tested.
+#pragma unroll
+      for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+        for (int nt = 0; nt < kQkTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2 * kOwnHalves; ++e) sp[m][nt][e] *= a.scale_log2;
+      if (any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix) {
+        const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
+        TailMaskRow mask_row[kOwnMt][kOwnHalves];
+#pragma unroll
+        for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+          for (int h = 0; h < kOwnHalves; ++h) mask_row[m][h] = TailMaskRow(a, req, tail_mask, row_token(own_row(m, h)));
+        uint8_t mask_byte[kOwnMt][kQkTiles][2 * kOwnHalves];
 #pragma unroll
         for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
           for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-            for (int e = 0; e < 2 * kOwnHalves; ++e) sp[m][nt][e] *= a.scale_log2;
-        if (any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix) {
-          const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
-          TailMaskRow mask_row[kOwnMt][kOwnHalves];
-#pragma unroll
-          for (int m = 0; m < kOwnMt; ++m)
-#pragma unroll
-            for (int h = 0; h < kOwnHalves; ++h) mask_row[m][h] = TailMaskRow(a, req, tail_mask, row_token(own_row(m, h)));
-          uint8_t mask_byte[kOwnMt][kQkTiles][2 * kOwnHalves];
-#pragma unroll
-          for (int m = 0; m < kOwnMt; ++m)
-#pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt)
-#pragma unroll
-              for (int e = 0; e < 2 * kOwnHalves; ++e) {
-                mask_byte[m][nt][e] = mask_row[m][e >> 1].byte(a, req, blk.key_end, k0 + key_of(nt, e));
-              }
-#pragma unroll
-          for (int m = 0; m < kOwnMt; ++m)
-#pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt)
-#pragma unroll
-              for (int e = 0; e < 2 * kOwnHalves; ++e) {
-                const int key_local = key_of(nt, e);
-                const bool bad = any_bad && blk.bad_key(stage)[key_local];
-                if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[m][e >> 1].token, bad,
-                                 mask_byte[m][nt][e])) {
-                  sp[m][nt][e] = kNegInf;
-                }
-              }
-        }
-        // ---- 2. online softmax, P to shared memory ----
-        // First against the running reference max m_run, which stands unless
-        // a score of the row group's tile exceeds it by more than
-        // kRescaleLog2 (rare after a row's first tile): then `over`, and the
-        // exact pass below redoes P from the tile's maxima. Bitwise the exact
-        // pass's result wherever no row rescales.
+            for (int e = 0; e < 2 * kOwnHalves; ++e) {
+              mask_byte[m][nt][e] = mask_row[m][e >> 1].byte(a, req, blk.key_end, k0 + key_of(nt, e));
+            }
 #pragma unroll
         for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-          for (int half = 0; half < kOwnHalves; ++half) {
-            const float bound = m_run[m][half] + kRescaleLog2;
+          for (int nt = 0; nt < kQkTiles; ++nt)
 #pragma unroll
-            for (int nt = 0; nt < kQkTiles; ++nt) over |= sp[m][nt][2 * half] > bound || sp[m][nt][2 * half + 1] > bound;
-            l_tile[m][half] = store_p_row(m, half, m_run[m][half] == kNegInf ? 0.f : m_run[m][half]);
-          }
+            for (int e = 0; e < 2 * kOwnHalves; ++e) {
+              const int key_local = key_of(nt, e);
+              const bool bad = any_bad && blk.bad_key(stage)[key_local];
+              if (!key_visible(a, req, blk.key_end, k0 + key_local, mask_row[m][e >> 1].token, bad,
+                               mask_byte[m][nt][e])) {
+                sp[m][nt][e] = kNegInf;
+              }
+            }
       }
+      // ---- 2. online softmax, P to shared memory ----
+      // First against the running reference max m_run, which stands unless
+      // a score of the row group's tile exceeds it by more than
+      // kRescaleLog2 (rare after a row's first tile): then `over`, and the
+      // exact pass below redoes P from the tile's maxima. Bitwise the exact
+      // pass's result wherever no row rescales.
+#pragma unroll
+      for (int m = 0; m < kOwnMt; ++m)
+#pragma unroll
+        for (int half = 0; half < kOwnHalves; ++half) {
+          const float bound = m_run[m][half] + kRescaleLog2;
+#pragma unroll
+          for (int nt = 0; nt < kQkTiles; ++nt) over |= sp[m][nt][2 * half] > bound || sp[m][nt][2 * half + 1] > bound;
+          l_tile[m][half] = store_p_row(m, half, m_run[m][half] == kNegInf ? 0.f : m_run[m][half]);
+        }
       // P's barrier and the row group's vote on the exact pass.
       const bool exact = group_sync_or(over);
       bool rescale = false;  // the exact pass moved some row's reference max
@@ -530,45 +531,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           group_sync();
         }
       } else {
-        {
-          // Row maxima of the own rows over this key slice.
+        // Row maxima of the own rows over this key slice.
 #pragma unroll
-          for (int m = 0; m < kOwnMt; ++m)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int half = 0; half < kOwnHalves; ++half) {
-              float mx = kNegInf;
+          for (int half = 0; half < kOwnHalves; ++half) {
+            float mx = kNegInf;
 #pragma unroll
-              for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(sp[m][nt][2 * half], sp[m][nt][2 * half + 1]));
-              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-              if (c == 0) blk.red_max()[key_slice * kBlockM + own_row(m, half)] = mx;
-            }
-        }
+            for (int nt = 0; nt < kQkTiles; ++nt) mx = fmaxf(mx, fmaxf(sp[m][nt][2 * half], sp[m][nt][2 * half + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            if (c == 0) blk.red_max()[key_slice * kBlockM + own_row(m, half)] = mx;
+          }
         group_sync();
-        {
-          // The exact pass: P and alpha from the tile's maxima.
-          bool any_rescale = false;
+        // The exact pass: P and alpha from the tile's maxima.
+        bool any_rescale = false;
 #pragma unroll
-          for (int m = 0; m < kOwnMt; ++m)
+        for (int m = 0; m < kOwnMt; ++m)
 #pragma unroll
-            for (int half = 0; half < kOwnHalves; ++half) {
-              const int row = own_row(m, half);
-              float m_tile = kNegInf;
+          for (int half = 0; half < kOwnHalves; ++half) {
+            const int row = own_row(m, half);
+            float m_tile = kNegInf;
 #pragma unroll
-              for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
-              // Every key slice's warp takes the same decision from the same maxima.
-              const bool row_rescale = m_tile > m_run[m][half] + kRescaleLog2;
-              any_rescale |= row_rescale;
-              const float m_new = row_rescale ? m_tile : m_run[m][half];
-              const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
-              const float scale_old = row_rescale ? exp2f(m_run[m][half] - m_ref) : 1.f;
-              l_run[m][half] = l_run[m][half] * scale_old + store_p_row(m, half, m_ref);
-              m_run[m][half] = m_new;
-              if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
-            }
-          // P's and alpha's barrier, and the row group's vote on the rescale.
-          rescale = group_sync_or(any_rescale);
-        }
+            for (int ks = 0; ks < Cfg::kKeySlices; ++ks) m_tile = fmaxf(m_tile, blk.red_max()[ks * kBlockM + row]);
+            // Every key slice's warp takes the same decision from the same maxima.
+            const bool row_rescale = m_tile > m_run[m][half] + kRescaleLog2;
+            any_rescale |= row_rescale;
+            const float m_new = row_rescale ? m_tile : m_run[m][half];
+            const float m_ref = m_new == kNegInf ? 0.f : m_new;  // all masked so far: keep exp2 finite
+            const float scale_old = row_rescale ? exp2f(m_run[m][half] - m_ref) : 1.f;
+            l_run[m][half] = l_run[m][half] * scale_old + store_p_row(m, half, m_ref);
+            m_run[m][half] = m_new;
+            if (key_slice == 0 && c == 0) blk.alpha()[row] = scale_old;
+          }
+        // P's and alpha's barrier, and the row group's vote on the rescale.
+        rescale = group_sync_or(any_rescale);
       }
       // ---- 3. O = alpha * O + P V ----
       if (rescale) {
@@ -622,8 +619,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int row = warp_row0 + mt * 16 + g + 8 * half;
-        if (sums_rows && c == 0) blk.row_weight()[row] = w_acc[mt][2 * half];
+        if (sums_rows && c == 0) blk.row_weight()[pair_row(2 * mt + half)] = w_acc[mt][2 * half];
       }
 #pragma unroll
     for (int m = 0; m < kOwnMt; ++m)
