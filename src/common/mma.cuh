@@ -22,6 +22,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// The same at dst + kOffset and src + kOffset bytes, both offsets in the
+// instruction: a row's chunks that sit kOffset bytes apart on both sides
+// need no address registers of their own.
+template <int kOffset>
+__device__ __forceinline__ void cp_async_16_at(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
+               "n"(kOffset));
+}
 // The same from src + kOffset bytes (the offset in the instruction: a
 // gather over a row's column blocks needs no address register for each),
 // L2 fetching the 128-byte line around it. (A 1152-byte KV row spans nine

@@ -42,6 +42,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
@@ -129,6 +130,15 @@ struct VerifyBlock {
     }
   }
 
+  // Chunks lane8 + 8u (u in kU...) of a row: each 128 u bytes after chunk
+  // lane8 in the row and in the swizzled tile (the swizzle keeps a chunk's
+  // bits above the low three), so each copy carries its offsets.
+  template <int... kU>
+  __device__ __forceinline__ static void copy_row_chunks(uint32_t to, const char* from, int src_bytes,
+                                                         std::integer_sequence<int, kU...>) {
+    (cp_async_16_at<kU * 128>(to, from, src_bytes), ...);
+  }
+
   // The KV gather's threads: kThreadsPerKey a key, kKeysPerPass keys a pass.
   static constexpr int kThreadsPerKey = 8;
   static constexpr int kKeysPerPass = Cfg::kThreads / kThreadsPerKey;
@@ -159,12 +169,13 @@ struct VerifyBlock {
         const T* src = key_row<T>(a, req, key_end, k0 + key, id[pass], lane8 == 0, &bad);
         if (lane8 == 0) bad_key(stage)[key] = bad;
         any_bad |= bad;
-        const T* base = static_cast<const T*>(a.kv_cache);
-#pragma unroll
-        for (int u = 0; u < kChunks / 8; ++u) {
-          const int c = lane8 + 8 * u;
-          cp_async_16(kv_tile(stage) + swizzle(key, c), src ? src + c * 8 : base, src ? 16 : 0);
-        }
+        // Chunks lane8 + 8u. A key that must not be read is zero-filled: 0
+        // source bytes, the address (kv_cache) never dereferenced.
+        const int src_bytes = src != nullptr ? 16 : 0;
+        const char* from =
+            reinterpret_cast<const char*>(src != nullptr ? src : static_cast<const T*>(a.kv_cache)) + lane8 * 16;
+        copy_row_chunks(kv_tile(stage) + swizzle(key, lane8), from, src_bytes,
+                        std::make_integer_sequence<int, kChunks / 8>{});
       }
     } else {
       // fp8: 8-byte reads of 8 values, converted to T in registers and stored
