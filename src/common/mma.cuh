@@ -18,17 +18,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte global -> shared copy; src_bytes 0 writes zeros without reading.
+// 16-byte global -> shared copy from src + kOffset to dst + kDstOffset bytes
+// (the offsets in the instruction: a gather over a row's chunks needs no
+// address registers for each); src_bytes 0 writes zeros without reading.
+template <int kOffset = 0, int kDstOffset = 0>
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-// The same at dst + kOffset and src + kOffset bytes, both offsets in the
-// instruction: a row's chunks that sit kOffset bytes apart on both sides
-// need no address registers of their own.
-template <int kOffset>
-__device__ __forceinline__ void cp_async_16_at(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
-               "n"(kOffset));
+  asm volatile("cp.async.cg.shared.global [%0+%4], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
+               "n"(kOffset), "n"(kDstOffset));
 }
 // The same from src + kOffset bytes (the offset in the instruction: a
 // gather over a row's column blocks needs no address register for each),

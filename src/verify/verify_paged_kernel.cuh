@@ -136,7 +136,7 @@ struct VerifyBlock {
   template <int... kU>
   __device__ __forceinline__ static void copy_row_chunks(uint32_t to, const char* from, int src_bytes,
                                                          std::integer_sequence<int, kU...>) {
-    (cp_async_16_at<kU * 128>(to, from, src_bytes), ...);
+    (cp_async_16<kU * 128, kU * 128>(to, from, src_bytes), ...);
   }
 
   // The KV gather's threads: kThreadsPerKey a key, kKeysPerPass keys a pass.
