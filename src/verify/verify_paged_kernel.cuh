@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           const float p0 = exp2f(sp[m][nt][2 * half] - m_ref);
           const float p1 = exp2f(sp[m][nt][2 * half + 1] - m_ref);
           sum += p0 + p1;
-          const int key_local = key_slice * kQkN + nt * 8 + 2 * c;
+          const int key_local = key_base + nt * 8 + 2 * c;
           *reinterpret_cast<uint32_t*>(blk.p_tile() + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
         }
         return sum;
