@@ -231,7 +231,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
     // each other (named barrier), so one group's barriers overlap the other
     // group's MMA.
     constexpr int kGroupWarps = Cfg::kGroupWarps, kODims = Cfg::kODims, kOTiles = kODims / 8;
-    const int row_group = warp / kGroupWarps;
+    // (A compile-time 0 where a block has one row group: the barrier helpers
+    // below then name one barrier, not a predicated pair.)
+    const int row_group = Cfg::kRowGroups == 1 ? 0 : warp / kGroupWarps;
     const int key_slice = warp % kGroupWarps % Cfg::kKeySlices;
     const int dim_part = Cfg::kDimParts == 1 ? 0 : warp % kGroupWarps / Cfg::kKeySlices;  // of the QK's dims
     const int o_part = warp % kGroupWarps;                                                // of O's dims
