@@ -350,6 +350,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       const uint32_t kv = blk.kv_tile(stage);
       float s[2][kQkTiles][4];
       const int key_base = key_slice * kQkN;
+      // This lane's K rows for ldmatrix (16 more a key pair) and its chunk in
+      // each k-step's pair. Where the QK is fully unrolled (Q in registers),
+      // the address at part step j is k_at[j % 4] + 32 j: the swizzle's low
+      // chunk bits repeat every four steps, so four registers a tile serve
+      // every step with the rest in the instruction.
+      const int k_key = key_base + (lane & 7) + ((lane >> 4) << 3);
+      const int k_chunk = (lane >> 3) & 1;
+      uint32_t k_at[4];
+      if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) k_at[j] = kv + swizzle(k_key, (dim_part * kPartSteps + j) * 2 + k_chunk) - 32 * j;
+      }
       {
         // ---- 1. S = Q K^T over this warp's part of the 576 dims ----
         // With Cfg::kTwoQkChains, even and odd k-steps accumulate separately
@@ -381,8 +393,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
           for (int np = 0; np < kQkTiles / 2; ++np) {
             uint32_t bf[4];
-            const int key = key_base + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-            ldmatrix_x4(bf, kv + swizzle(key, kstep * 2 + ((lane >> 3) & 1)));
+            if constexpr (Cfg::kQInRegisters) {
+              ldmatrix_x4(bf, k_at[part_step % 4] + 32 * part_step + np * 16 * kHeadDim * 2);
+            } else {
+              ldmatrix_x4(bf, kv + swizzle(k_key + np * 16, kstep * 2 + k_chunk));
+            }
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               mma_16816<T>(acc[mt][2 * np], af[mt], bf[0], bf[1]);
