@@ -29,6 +29,8 @@
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
 #   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
 #   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
+#   SANITIZE_FILTER=regex  only executables whose path matches, e.g.
+#                     'sm120cfg/.*verify_(exact|paged_grid)' (GPU_TEST_FILTER applies too)
 #   SANITIZE=0        skip compute-sanitizer;   BENCH=0  skip the benchmarks
 #   NCU_SHAPES=S1,S7  Nsight Compute's source counters on one verify launch per shape
 #                     (bench.py --quick; NCU_KERNEL, a regex, picks the kernel: default
@@ -206,6 +208,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for exe in "${sanitize_exes[@]}"; do
     [ -x "$exe" ] || continue
     if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ $(basename "$exe") =~ $GPU_TEST_FILTER ]]; then continue; fi
+    if [ -n "${SANITIZE_FILTER:-}" ] && ! [[ $exe =~ $SANITIZE_FILTER ]]; then continue; fi
     exes+=("$exe")
   done
   raw_dir=$(mktemp -d "$OUT/sanitizer.XXXXXX")
