@@ -27,6 +27,7 @@
 #                     kernel on every shape) and run their gpu tests; the
 #                     sanitizer then also runs over build-gpu-pingpong's verify tests
 #   FULL_SANITIZE=1   racecheck, initcheck and synccheck too (memcheck always)
+#   SANITIZE_TOOLS=racecheck,memcheck  exactly these tools instead
 #   SANITIZE_JOBS=n   compute-sanitizer jobs (tool x executable) run n at a time (6)
 #   SANITIZE_TIMEOUT=s per-job limit under compute-sanitizer (300)
 #   SANITIZE_FILTER=regex  only executables whose path matches, e.g.
@@ -199,6 +200,7 @@ sanitizer_failures=()
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   tools=(memcheck)
   [ "${FULL_SANITIZE:-0}" = 1 ] && tools+=(racecheck initcheck synccheck)
+  [ -n "${SANITIZE_TOOLS:-}" ] && read -ra tools <<< "${SANITIZE_TOOLS//,/ }"
   exes=()
   sanitize_exes=(build-gpu/tests/gpu_test_*)
   [ "${SCHEDULE_CHECK:-0}" = 1 ] && sanitize_exes+=(build-gpu-pingpong/tests/gpu_test_verify*)
