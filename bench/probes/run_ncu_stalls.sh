@@ -6,12 +6,15 @@
 # `scripts/ab_bench.sh build`.
 #
 #   device: bash bench/probes/run_ncu_stalls.sh S5 main pad32
+#           bash bench/probes/run_ncu_stalls.sh S1 --cmake "-DKDTREE_FORCE_SM120_CONFIG=ON" main v4
+#           (--cmake first: the builds' extra CMake arguments, as ab_bench.sh takes them)
 #
 # Writes $OUT/ncu-<name>-<shape>.csv (the raw page) and -sass.csv.gz (the
 # source page by SASS instruction, as scripts/ncu_regions.py reads) and prints, per
 # version, the kernel's duration and its stall reasons (warps per issue
 # slot, WarpStateStats) largest first (bench/probes/ncu_raw.py). NCU_MEMORY=1
-# adds the memory sections and prints the L1 / L2 / DRAM traffic (sectors,
+# adds the memory sections (and the pipes' use, ComputeWorkloadAnalysis, in the
+# raw page) and prints the L1 / L2 / DRAM traffic (sectors,
 # requests, hit rate, the L2 fabric between its two partitions).
 # NCU_BENCH_ARGS adds bench.py arguments (e.g. --contiguous-slots).
 # NCU_KERNEL names another kernel to profile, as a regex (default
@@ -21,10 +24,13 @@ cd "$(dirname "$0")/../.."
 shape=$1; shift
 out=${OUT:-$PWD/ncu-out}
 mkdir -p "$out"
-bash scripts/ab_bench.sh build "$@"
+build_args=()
+if [ "${1:-}" = --cmake ]; then build_args=(--cmake "$2"); shift 2; fi
+bash scripts/ab_bench.sh build "${build_args[@]}" "$@"
 memory_sections=() memory_keys=()
 if [ "${NCU_MEMORY:-0}" = 1 ]; then
-  memory_sections=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
+  memory_sections=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
+                   --section ComputeWorkloadAnalysis)
   memory_keys=(--memory)
 fi
 for name in "$@"; do
