@@ -470,6 +470,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
             }
           }
       }
+      // The slice-local key of this lane's element (nt, e) of a row.
+      const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
       bool over = false;                 // a score past its row's m_run + kRescaleLog2
       float l_tile[kOwnMt][kOwnHalves];  // the tile's row sums against m_run
       // P of own row (m, half) against m_ref into the P tile; its sum.
@@ -481,8 +483,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
           const float p0 = exp2f(sp[m][nt][2 * half] - m_ref);
           const float p1 = exp2f(sp[m][nt][2 * half + 1] - m_ref);
           sum += p0 + p1;
-          const int key_local = key_base + nt * 8 + 2 * c;
-          *reinterpret_cast<uint32_t*>(blk.p_tile() + row * Cfg::kPStride + key_local) = pack2<T>(p0, p1);
+          *reinterpret_cast<uint32_t*>(blk.p_tile() + row * Cfg::kPStride + key_of(nt, 0)) = pack2<T>(p0, p1);
         }
         return sum;
       };
@@ -495,7 +496,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
 #pragma unroll
           for (int e = 0; e < 2 * kOwnHalves; ++e) sp[m][nt][e] *= a.scale_log2;
       if (any_bad || k0 + kBlockN > blk.key_end || k0 + kBlockN > req.prefix) {
-        const auto key_of = [&](int nt, int e) { return key_base + nt * 8 + 2 * c + (e & 1); };
         TailMaskRow mask_row[kOwnMt][kOwnHalves];
 #pragma unroll
         for (int m = 0; m < kOwnMt; ++m)
