@@ -61,6 +61,9 @@ build_trees() {
   for name in "${names[@]}"; do
     [ -f "$AB/$name/CMakeLists.txt" ] || { echo "ab_bench: no tree $AB/$name (run 'export' here first)" >&2; exit 2; }
     mkdir -p "build-ab-$name"
+    # A fresh cache each time: options of an earlier call's --cmake (e.g.
+    # KDTREE_FORCE_SM120_CONFIG=ON) must not carry into this one's build.
+    rm -f "build-ab-$name/CMakeCache.txt"
     # shellcheck disable=SC2086  # cmake_args: several words on purpose
     ( cmake -S "$AB/$name" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
           -DKDTREE_CUDA_ARCHITECTURES=90 -DKDTREE_BUILD_TESTS=OFF $cmake_args > "build-ab-$name/ab-build.log" 2>&1 &&
