@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from shapes import (FLASHMLA_SPEC_EFFICIENCY, FLASHMLA_SPEC_S8_MS,  # noqa: E402
+from shapes import (FLASHMLA_SPEC_EFFICIENCY, FLASHMLA_SPEC_S8_MS, KV_DTYPE_BYTES,  # noqa: E402
                     NOMINAL_BW_BYTES_PER_S, NOMINAL_MMA_FLOP_PER_S, build_case, floor_of,
                     select, working_set_bytes)
 
@@ -84,6 +84,10 @@ def parse_args(argv=None):
     ap.add_argument("--contiguous-slots", action="store_true",
                     help="each request's keys in consecutive slots instead of SPEC's fragmented "
                          "page_size-1 cache (a diagnostic: what the fragmentation costs)")
+    ap.add_argument("--kv-dtype", default="bf16", choices=sorted(KV_DTYPE_BYTES),
+                    help="the KV cache's element type (query and output stay bf16): fp8 is e4m3 "
+                         "with kv_scale 1, runs the portable kernel on every arch, halves the "
+                         "floor's KV bytes and has no peer")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build the shapes' metadata and print floors (numpy only)")
     ap.add_argument("--sweep-splits", action="store_true",
@@ -198,7 +202,8 @@ def dry_run(args) -> int:
     shapes = select(args.shapes)
     bw, mma = NOMINAL_BW_BYTES_PER_S, NOMINAL_MMA_FLOP_PER_S
     print(f"DRY RUN (no GPU): nominal ceilings BW {bw / 1e12:.2f} TB/s, "
-          f"MMA {mma / 1e12:.0f} TFLOP/s (SPEC section 6); L2 assumed {NOMINAL_L2_BYTES >> 20} MiB")
+          f"MMA {mma / 1e12:.0f} TFLOP/s (SPEC section 6); L2 assumed {NOMINAL_L2_BYTES >> 20} MiB; "
+          f"KV {args.kv_dtype}")
     header = (f"{'shape':5} {'B':>3} {'H':>4} {'q':>3} {'P':>7} {'T':>5} {'keys':>8} "
               f"{'vis/row':>9} {'MB':>8} {'GFLOP':>8} {'bw us':>8} {'mma us':>8} "
               f"{'floor us':>9} {'bound':>7} {'sets':>4} {'FlashMLA us':>11}")
@@ -207,7 +212,7 @@ def dry_run(args) -> int:
     results = []
     t0 = time.time()
     for shape in shapes:
-        case = build_case(shape, args.seed, args.contiguous_slots)
+        case = build_case(shape, args.seed, args.contiguous_slots, args.kv_dtype)
         fl = floor_of(case, bw, mma)
         meta = shape_meta(case, fl)
         sets = input_sets_for(case, fl, NOMINAL_L2_BYTES)
@@ -325,12 +330,16 @@ def gpu_run(args) -> int:
            "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
            "python": platform.python_version(), "commit": commit,
            "slots": "contiguous (--contiguous-slots)" if args.contiguous_slots else "random permutation",
+           "kv_dtype": args.kv_dtype,
            "date": datetime.datetime.now().isoformat(timespec="seconds")}
     print(f"device: {props.name} ({props.multi_processor_count} SMs, L2 {l2_bytes >> 20} MiB, "
           f"sm_{props.major}{props.minor}); torch {torch.__version__} cuda {torch.version.cuda} "
           f"triton {triton_version}; commit {commit}; {env['date']}")
     if args.contiguous_slots:
         print("SLOTS CONTIGUOUS (--contiguous-slots): not SPEC's fragmented cache; a diagnostic run")
+    if args.kv_dtype != "bf16":
+        print(f"KV CACHE {args.kv_dtype.upper()} (--kv-dtype): not SPEC section 6's bf16 bars; "
+              "no peer runs (each takes a bf16 cache)")
 
     # -- ours --
     lib, lib_reason = None, ""
@@ -359,7 +368,7 @@ def gpu_run(args) -> int:
     else:
         print("      " + mma_log.replace("\n", "\n      "))
 
-    peers_wanted = [p for p in args.peers.split(",") if p and p != "none"]
+    peers_wanted = [p for p in args.peers.split(",") if p and p != "none" and args.kv_dtype == "bf16"]
     peer_classes = [P for P in PEERS if P.name in peers_wanted]
     timer = Timer(dev)
     clocks = ClockSampler(args.device)  # the SM clock of each timed loop (resolved after the shapes)
@@ -367,7 +376,7 @@ def gpu_run(args) -> int:
 
     for shape in select(args.shapes):
         t_shape = time.time()
-        case = build_case(shape, args.seed, args.contiguous_slots)
+        case = build_case(shape, args.seed, args.contiguous_slots, args.kv_dtype)
         fl = floor_of(case, bw, mma)
         res = {"meta": shape_meta(case, fl), "ours": None, "peers": {}, "splits": None}
         n_sets = input_sets_for(case, fl, l2_bytes)

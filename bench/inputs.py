@@ -1,7 +1,8 @@
 """GPU inputs of one shape and the fp32 reference every implementation is checked against.
 
 An InputSet is one full set of device tensors for a Case (shapes.py): a KV pool
-of num_slots bf16 rows of 576 (random normal; the one slack row no index refers
+of num_slots rows of 576 in the Case's kv_dtype, bf16 or fp8 e4m3 (random normal
+rounded to it; the one slack row no index refers
 to holds NaN, so a kernel that reads a slot it was not given leaks NaN into its
 output and fails the check), the fragmented kv_indices (prefix then tail per
 request, TAIL_FROM_INDICES), q [T, H, 576] random normal, and the TREE_DENSE
@@ -22,7 +23,7 @@ from shapes import HEAD_DIM, HEAD_DIM_LATENT, SM_SCALE, Case, random_slots
 @dataclass
 class InputSet:
     case: Case
-    kv_pool: torch.Tensor          # [num_slots, 576] bf16
+    kv_pool: torch.Tensor          # [num_slots, 576] bf16 or float8_e4m3fn (case.kv_dtype)
     kv_indices_host: np.ndarray    # [total_kv] int32
     kv_indices: torch.Tensor       # [total_kv] int32, device
     slack_slot: int
@@ -50,9 +51,10 @@ def make_input_set(case: Case, set_index: int, device: torch.device) -> InputSet
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     kv_pool = torch.randn(case.num_slots, HEAD_DIM, generator=gen, device=device,
-                          dtype=torch.float32).to(torch.bfloat16)
+                          dtype=torch.float32)
     kv_indices_host, slack = random_slots(case, seed)
-    kv_pool[slack] = float("nan")
+    kv_pool[slack] = float("nan")  # before the rounding: e4m3fn keeps NaN, not inf
+    kv_pool = kv_pool.to(torch.float8_e4m3fn if case.kv_dtype == "fp8" else torch.bfloat16)
     q = torch.randn(case.total_q, case.heads, HEAD_DIM, generator=gen, device=device,
                     dtype=torch.float32).to(torch.bfloat16)
 
@@ -73,7 +75,7 @@ def causal_masks(case: Case) -> List[np.ndarray]:
 
 @torch.no_grad()
 def reference(inp: InputSet, masks: Optional[List[np.ndarray]] = None):
-    """fp32 attention per request (bf16 inputs upcast, no TF32): out [T, H, 512]
+    """fp32 attention per request (bf16 / fp8 inputs upcast exactly, no TF32): out [T, H, 512]
     f32 and lse [T, H] f32 (natural log). `masks` overrides the tree masks (the
     causal reference of the causal-tail peers)."""
     case = inp.case
@@ -89,7 +91,9 @@ def reference(inp: InputSet, masks: Optional[List[np.ndarray]] = None):
             r0, r1 = int(case.qo_indptr[b]), int(case.qo_indptr[b + 1])
             k0, k1 = int(case.kv_indptr[b]), int(case.kv_indptr[b + 1])
             prefix = int(case.prefix_lens[b])
-            keys = inp.kv_pool[inp.kv_indices[k0:k1].long()].float()      # [L, 576]
+            # The rows gathered as bytes (indexing works for every dtype that way).
+            pool = inp.kv_pool
+            keys = pool.view(torch.uint8)[inp.kv_indices[k0:k1].long()].view(pool.dtype).float()  # [L, 576]
             qb = inp.q[r0:r1].float().reshape(-1, HEAD_DIM)                # [(i,h), 576]
             scores = (qb @ keys.T).mul_(inp.sm_scale).view(r1 - r0, H, k1 - k0)
             hidden = torch.from_numpy(masks[b] == 0).to(scores.device)   # [q, q]

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 # include/kdtree_kernels.h constants used here.
 KDTREE_DTYPE_F32 = 0
 KDTREE_DTYPE_BF16 = 1
+KDTREE_DTYPE_FP8_E4M3 = 3
 KDTREE_DTYPE_INT32 = 4
 KDTREE_MASK_TREE_DENSE = 2
 KDTREE_TAIL_FROM_INDICES = 0
@@ -163,7 +164,8 @@ class KdtreeLib:
 
 class OursRunner:
     """One configured kdtree_verify_paged call on one InputSet: TAIL_FROM_INDICES,
-    TREE_DENSE mask, int32 indices, bf16 out, f32 lse, an error flag."""
+    TREE_DENSE mask, int32 indices, bf16 out, f32 lse, an error flag; the KV
+    cache bf16 or fp8 e4m3 (kv_scale 1) as the InputSet holds it."""
 
     def __init__(self, lib: KdtreeLib, inp: InputSet, num_splits: int = 0):
         case = inp.case
@@ -188,7 +190,7 @@ class OursRunner:
         p.q_stride_token = inp.q.stride(0)
         p.q_stride_head = inp.q.stride(1)
         p.kv_cache = inp.kv_pool.data_ptr()
-        p.kv_dtype = KDTREE_DTYPE_BF16
+        p.kv_dtype = KDTREE_DTYPE_FP8_E4M3 if case.kv_dtype == "fp8" else KDTREE_DTYPE_BF16
         p.kv_scale = 1.0
         p.kv_stride_slot = inp.kv_pool.stride(0)
         p.num_slots = inp.kv_pool.shape[0]

@@ -16,7 +16,9 @@ import numpy as np
 HEAD_DIM_LATENT = 512          # D_L: latent / value dims
 HEAD_DIM_ROPE = 64             # D_R
 HEAD_DIM = HEAD_DIM_LATENT + HEAD_DIM_ROPE  # D = 576
-KV_ROW_BYTES = HEAD_DIM * 2    # one bf16 KV row: 1152 B
+# KV cache element types the benchmark can run (--kv-dtype) and their bytes; the
+# query and output stay bf16. fp8 is e4m3 with kv_scale 1 (SPEC section 2).
+KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
 SM_SCALE = 1.0 / math.sqrt(192.0)  # DeepSeek-V3's softmax scale (qk_head_dim 192)
 
 # SPEC section 6; ceilings measured on an H200 of this workplace. Used only when
@@ -92,6 +94,7 @@ class Case:
     num_slots: int              # prefix + tail rows of every request, plus one slack slot
     seed: int
     contiguous_slots: bool = False  # each request's keys in consecutive slots (random_slots)
+    kv_dtype: str = "bf16"        # the KV cache's element type (KV_DTYPE_BYTES)
     extras: Dict[str, object] = field(default_factory=dict)
 
     @property
@@ -131,7 +134,10 @@ class Case:
         return np.concatenate(parts), np.asarray(indptr, dtype=np.int64)
 
 
-def build_case(shape: Shape, seed: int = 0, contiguous_slots: bool = False) -> Case:
+def build_case(shape: Shape, seed: int = 0, contiguous_slots: bool = False,
+               kv_dtype: str = "bf16") -> Case:
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise ValueError(f"kv_dtype {kv_dtype!r}: expected one of {sorted(KV_DTYPE_BYTES)}")
     rng = np.random.default_rng(seed)
     B = shape.batch
     q_lens = np.full(B, shape.q_len, dtype=np.int64)
@@ -156,7 +162,7 @@ def build_case(shape: Shape, seed: int = 0, contiguous_slots: bool = False) -> C
                 kv_indptr=kv_indptr, prefix_indptr=prefix_indptr, masks=masks,
                 tree_dense=tree_dense, tree_dense_indptr=tree_dense_indptr,
                 visible_per_row=visible, num_slots=int(kv_lens.sum()) + 1, seed=seed,
-                contiguous_slots=contiguous_slots)
+                contiguous_slots=contiguous_slots, kv_dtype=kv_dtype)
 
 
 def random_slots(case: Case, seed: int) -> Tuple[np.ndarray, int]:
@@ -192,7 +198,7 @@ def traffic_bytes(case: Case) -> int:
     once, plus the two indptr arrays (SPEC section 6). The 16-256 B of tree mask
     per request are left out, as the SPEC's byte list does."""
     T, H = case.total_q, case.heads
-    kv = case.total_kv * KV_ROW_BYTES
+    kv = case.total_kv * HEAD_DIM * KV_DTYPE_BYTES[case.kv_dtype]
     q = T * H * HEAD_DIM * 2
     out = T * H * HEAD_DIM_LATENT * 2
     lse = T * H * 4
