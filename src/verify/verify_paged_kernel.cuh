@@ -178,25 +178,54 @@ struct VerifyBlock {
                         std::make_integer_sequence<int, kChunks / 8>{});
       }
     } else {
-      // fp8: 8-byte reads of 8 values, converted to T in registers and stored
-      // as one 16-byte chunk each. Synchronous: fp8 is not on the hot path.
-      const int part = threadIdx.x % kThreadsPerKey;
-      unsigned char* tile = smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes;
-#pragma unroll 1
-      for (int pass = 0; pass < kKvPasses; ++pass) {
-        const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
-        bool bad;
-        const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
-        if (part == 0) bad_key(stage)[key] = bad;
-        any_bad |= bad;
-#pragma unroll 1
-        for (int c = part; c < kChunks; c += kThreadsPerKey) {
-          const uint2 raw = src ? __ldg(reinterpret_cast<const uint2*>(src + c * 8)) : make_uint2(0, 0);
-          *reinterpret_cast<uint4*>(tile + swizzle(key, c)) = fp8x8_to<T>(raw);
-        }
+      KvRaw raw;
+      any_bad = fetch_kv_fp8(k0, stage, id, raw);
+      store_kv_fp8(stage, raw);
+    }
+    return any_bad;
+  }
+
+  // fp8 KV: this thread's bytes of a tile, chunks part + 8u (8 values each)
+  // of its key in each pass, held in registers from their loads to their
+  // conversion, so that the loop can issue them a tile before it stores them.
+  using KvRaw = uint2[kKvPasses][kChunks / kThreadsPerKey];
+
+  // Issues the fp8 loads of the KV tile starting at key k0 (given
+  // kv_slot_ids(k0)) into raw, zeros for keys that must not be read, and
+  // flags `stage`'s out-of-range slots; returns whether this thread's keys
+  // had one.
+  __device__ bool fetch_kv_fp8(int64_t k0, int stage, const KvIds& id, KvRaw& raw) const {
+    bool any_bad = false;
+    const int part = threadIdx.x % kThreadsPerKey;
+#pragma unroll
+    for (int pass = 0; pass < kKvPasses; ++pass) {
+      const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
+      bool bad;
+      const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
+      if (part == 0) bad_key(stage)[key] = bad;
+      any_bad |= bad;
+#pragma unroll
+      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) {
+        raw[pass][u] = src ? __ldg(reinterpret_cast<const uint2*>(src + (part + u * kThreadsPerKey) * 8))
+                           : make_uint2(0, 0);
       }
     }
     return any_bad;
+  }
+
+  // fetch_kv_fp8's bytes converted to T (exactly: e4m3 is a subset of bf16
+  // and f16) and stored into `stage`, a 16-byte chunk each.
+  __device__ void store_kv_fp8(int stage, const KvRaw& raw) const {
+    const int part = threadIdx.x % kThreadsPerKey;
+    unsigned char* tile = smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes;
+#pragma unroll
+    for (int pass = 0; pass < kKvPasses; ++pass) {
+      const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
+#pragma unroll
+      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) {
+        *reinterpret_cast<uint4*>(tile + swizzle(key, part + u * kThreadsPerKey)) = fp8x8_to<T>(raw[pass][u]);
+      }
+    }
   }
 };
 
@@ -340,9 +369,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
       cp_async_wait<Cfg::kStages - 2>();
       const bool any_bad = __syncthreads_or((pending_bad >> stage) & 1u);  // tile landed; previous PV done
       pending_bad &= ~(1u << stage);
-      if (tile + Cfg::kStages - 1 < num_tiles) {
+      // fp8 KV: the next tile's bytes loaded into registers here and stored
+      // (converted) into its stage after this tile's P V, so that their
+      // global latency runs under this tile's work.
+      const bool loads_next = tile + Cfg::kStages - 1 < num_tiles;
+      typename Block::KvRaw kv_raw;
+      if (loads_next) {
         const int64_t k_load = k0 + int64_t{Cfg::kStages - 1} * kBlockN;
-        pending_bad |= uint32_t{blk.load_kv(k_load, load_stage, next_ids)} << load_stage;
+        if constexpr (kKvFp8) {
+          pending_bad |= uint32_t{blk.fetch_kv_fp8(k_load, load_stage, next_ids, kv_raw)} << load_stage;
+        } else {
+          pending_bad |= uint32_t{blk.load_kv(k_load, load_stage, next_ids)} << load_stage;
+        }
         blk.kv_slot_ids(k_load + kBlockN, next_ids);
       }
       cp_async_commit();
@@ -634,6 +672,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kBlocksPerSm) verify_paged
             mma_16816<T>(o_acc[mt][2 * dp + 1], pf[mt], vf[2], vf[3]);
           }
         }
+      }
+      // load_stage's last reader was the previous tile's P V, before this
+      // tile's first barrier; the next tile's first barrier orders these
+      // stores before its QK.
+      if constexpr (kKvFp8) {
+        if (loads_next) blk.store_kv_fp8(load_stage, kv_raw);
       }
       stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
       load_stage = load_stage + 1 == Cfg::kStages ? 0 : load_stage + 1;
