@@ -8,7 +8,9 @@
 // and L2 serves all but the first read.
 //
 // Per KV tile of kBlockN keys (gathered through slot ids with cp.async into a
-// ring of kStages swizzled buffers, kStages - 1 tiles ahead of the one computing):
+// ring of kStages swizzled buffers, kStages - 1 tiles ahead of the one computing;
+// fp8 KV, which runs the small config, is loaded into registers at the top of
+// the tile before and stored converted to T after that tile's P V):
 //   1. S = Q K^T for 32 rows x kQkN keys (a key slice) over all 576 dims,
 //      one warp a slice; where a row group has more warps than slices (the
 //      medium and small configs) each of a slice's warps takes a part of the
