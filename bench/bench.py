@@ -368,7 +368,9 @@ def gpu_run(args) -> int:
     else:
         print("      " + mma_log.replace("\n", "\n      "))
 
-    peers_wanted = [p for p in args.peers.split(",") if p and p != "none" and args.kv_dtype == "bf16"]
+    # Every peer takes a bf16 cache: none runs beside another KV dtype.
+    peers_wanted = ([p for p in args.peers.split(",") if p and p != "none"]
+                    if args.kv_dtype == "bf16" else [])
     peer_classes = [P for P in PEERS if P.name in peers_wanted]
     timer = Timer(dev)
     clocks = ClockSampler(args.device)  # the SM clock of each timed loop (resolved after the shapes)
