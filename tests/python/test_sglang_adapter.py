@@ -87,16 +87,27 @@ def bf16_bits(t):
     return t.detach().cpu().view(torch.int16).numpy().view(np.uint16)
 
 
+def fp8_bytes(t):
+    return t.detach().cpu().view(torch.uint8).numpy()
+
+
 def host_reference(inp, sm_scale):
-    q, kb = inp["q_extend"], inp["k_buffer"]
+    """The CPU reference; with an fp8 pool, over the tail rounded to fp8 as
+    SGLang's set_kv_buffer stores it."""
+    q, kb, tail = inp["q_extend"], inp["k_buffer"], inp["k_extend"]
+    if kb.dtype == torch.float8_e4m3fn:
+        kv_bits, tail_bits = fp8_bytes(kb), fp8_bytes(tail.to(kb.dtype))
+        kv_dtype = kk.DTYPE_FP8_E4M3
+    else:
+        kv_bits, tail_bits, kv_dtype = bf16_bits(kb), bf16_bits(tail), kk.DTYPE_BF16
     out = np.zeros((q.shape[0], q.shape[1], DL), np.float32)
     kk.verify_paged_host(
-        bf16_bits(q), bf16_bits(kb), inp["qo_indptr"].cpu().numpy(),
+        bf16_bits(q), kv_bits, inp["qo_indptr"].cpu().numpy(),
         inp["kv_indptr"].cpu().numpy(), inp["kv_indices"].cpu().numpy(), out,
         sm_scale=sm_scale, max_q_len=int(inp["qo_indptr"][1] - inp["qo_indptr"][0]),
-        tail_kv=bf16_bits(inp["k_extend"]), mask=inp["custom_mask"].cpu().numpy(),
+        tail_kv=tail_bits, mask=inp["custom_mask"].cpu().numpy(),
         mask_indptr=inp["mask_indptr"].cpu().numpy(), mask_kind=kk.MASK_SGLANG_FULL,
-        q_dtype=kk.DTYPE_BF16, kv_dtype=kk.DTYPE_BF16)
+        q_dtype=kk.DTYPE_BF16, kv_dtype=kv_dtype)
     return torch.from_numpy(out)
 
 
@@ -117,6 +128,46 @@ def test_adapter_matches_host_reference(seq_lens, num_draft, heads):
     torch.cuda.synchronize()
     assert out.shape == (len(seq_lens) * num_draft, heads, DL)
     assert relative_error(out, host_reference(inp, sm_scale)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("seq_lens,num_draft,heads", SHAPES[:2])
+def test_fp8_pool_with_a_16_bit_tail(seq_lens, num_draft, heads):
+    """An fp8 e4m3 pool (SGLang's --kv-cache-dtype fp8_e4m3) and the bf16
+    k_extend SGLang hands the kernel: the tail rounded to fp8 like the pool."""
+    inp = sglang_target_verify_inputs(seq_lens, num_draft, heads, seed=6)
+    inp["k_buffer"] = inp["k_buffer"].to(torch.float8_e4m3fn)
+    sm_scale = D ** -0.5
+    out = verify_extend_mla(**inp, sm_scale=sm_scale)
+    torch.cuda.synchronize()
+    assert relative_error(out, host_reference(inp, sm_scale)) <= TOLERANCE
+    # The same as handing it the tail already in fp8.
+    same = verify_extend_mla(**dict(inp, k_extend=inp["k_extend"].to(torch.float8_e4m3fn)),
+                             sm_scale=sm_scale)
+    torch.cuda.synchronize()
+    assert torch.equal(out, same)
+
+
+@pytest.mark.parametrize("pool_dtype", ["bfloat16", "float8_e4m3fn"])
+def test_reserve_sizes_every_scratch_buffer(pool_dtype, monkeypatch):
+    """After reserve() for the largest call, such a call (int64 indptrs, as
+    SGLang's CUDA-graph buffers) allocates nothing: what capture needs."""
+    import kdtree_kernels.sglang as adapter
+
+    monkeypatch.setattr(adapter, "_scratch", adapter._ScratchCache())
+    heads, num_draft, prefix = 16, 8, 3000
+    inp = sglang_target_verify_inputs([prefix, 5, 700], num_draft, heads, seed=7)
+    inp["k_buffer"] = inp["k_buffer"].to(getattr(torch, pool_dtype))
+    inp["qo_indptr"] = inp["qo_indptr"].to(torch.int64)
+    inp["kv_indptr"] = inp["kv_indptr"].to(torch.int64)
+    adapter.reserve("cuda", 3, heads, num_draft, prefix + num_draft,
+                    q_dtype=torch.bfloat16, kv_dtype=inp["k_buffer"].dtype)
+    before = {k: b.data_ptr() for k, b in adapter._scratch._bufs.items()}
+    out = verify_extend_mla(**inp, sm_scale=0.05, max_len_extend=num_draft,
+                            max_kv_len=prefix + num_draft)
+    torch.cuda.synchronize()
+    assert {k: b.data_ptr() for k, b in adapter._scratch._bufs.items()} == before
+    as_int32 = {k: inp[k].to(torch.int32) for k in ("qo_indptr", "kv_indptr")}
+    assert relative_error(out, host_reference(dict(inp, **as_int32), 0.05)) <= TOLERANCE
 
 
 def test_int64_qo_indptr_of_the_cuda_graph_buffers():
@@ -141,12 +192,16 @@ def test_on_a_non_default_stream():
     assert torch.equal(out, want)
 
 
-def test_cuda_graph_replay_with_new_lengths():
+@pytest.mark.parametrize("pool_dtype", ["bfloat16", "float8_e4m3fn"])
+def test_cuda_graph_replay_with_new_lengths(pool_dtype):
     """Captured once over fixed buffers (as SGLang's cuda_graph_* buffers), replayed
-    after refilling them with other lengths: equals an eager call on the new data."""
+    after refilling them with other lengths: equals an eager call on the new data
+    (with an fp8 pool, the tail's rounding is captured too)."""
     heads, num_draft, max_prefix = 16, 8, 400
     first = sglang_target_verify_inputs([100, 40], num_draft, heads, seed=3)
     second = sglang_target_verify_inputs([max_prefix, 7], num_draft, heads, seed=4)
+    for inp in (first, second):
+        inp["k_buffer"] = inp["k_buffer"].to(getattr(torch, pool_dtype))
     sizes = dict(q_extend=(2 * num_draft, heads, D), k_extend=(2 * num_draft, 1, D),
                  k_buffer=(2 * max_prefix + 2 * num_draft + 17, 1, D), qo_indptr=(3,),
                  kv_indptr=(3,), kv_indices=(2 * max_prefix,),

@@ -6,22 +6,27 @@ Kimi-K2):
 
   q_extend    [T, H, 576]   the draft tokens' queries (bf16/fp16)
   k_extend    [T, 1, 576]   the draft tokens' keys (the tail; MLA: v = k[..., :512])
-  k_buffer    [N, 1, 576]   the layer's KV pool (v_buffer is its first 512 columns)
+  k_buffer    [N, 1, 576]   the layer's KV pool (v_buffer is its first 512 columns):
+                            q's dtype, or float8_e4m3fn (an fp8 KV cache)
   qo_indptr   [B+1] int32/int64, kv_indptr [B+1] int32 (prefix only), kv_indices int64/int32
   custom_mask flat uint8, SGLang's full rows (prefix columns + tree), mask_indptr [B+1] int64
 
 and computes with TAIL_FROM_EXTEND and MASK_SGLANG_FULL (MASK_CAUSAL when
-custom_mask is None, as SGLang's kernel does). Scratch (the split-K workspace
-and an int32 copy of an int64 qo_indptr) lives in a per-device cache that only
-grows, so a CUDA-graph replay allocates nothing; ``reserve`` sizes it ahead of
-capture.
+custom_mask is None, as SGLang's kernel does). With an fp8 pool the 16-bit
+k_extend is rounded to e4m3 first (the ABI's tail has the cache's dtype), as
+set_kv_buffer has just stored the same tokens: the draft tokens' keys are the
+values a later decode reads from the cache. Scratch (the split-K workspace,
+int32 copies of int64 indptrs, the fp8 tail) lives in a per-device cache that
+only grows, so a CUDA-graph replay allocates nothing; ``reserve`` sizes it
+ahead of capture.
 
 When ``sglang`` is importable, ``KDTreeTritonAttnBackend`` subclasses SGLang's
 ``TritonAttnBackend`` and routes only the target-verify extend of MLA layers
 here; it is registered as attention backend "kdtree" when SGLang has
 ``register_attention_backend``. With ``KDTREE_SGLANG_SHADOW=N`` it computes both,
 returns Triton's result and logs the max abs / relative difference for the first
-N eager calls.
+N eager calls. (With an fp8 pool SGLang's kernel rounds q and P to fp8 for its
+dots, so the differences there are mostly its rounding.)
 """
 
 import importlib.util
@@ -68,28 +73,46 @@ class _ScratchCache:
 _scratch = _ScratchCache()
 
 
-def _host_params(batch_size, num_heads, max_q_len, max_kv_len, total_q, num_splits=0):
+def _dtype_code(dtype):
+    """The library's code of a q / KV torch dtype (bf16 when None)."""
+    torch = _torch()
+    return {torch.float16: s.DTYPE_F16, torch.float8_e4m3fn: s.DTYPE_FP8_E4M3}.get(
+        dtype, s.DTYPE_BF16)
+
+
+def _host_params(batch_size, num_heads, max_q_len, max_kv_len, total_q, num_splits=0,
+                 q_dtype=None, kv_dtype=None):
+    """The parameters kdtree_verify_workspace_size sizes a call by (the tile
+    configuration, and with it the split count, depends on the KV dtype)."""
     p = s.VerifyPagedParams()
     lib.kdtree_verify_paged_params_init(p)
     p.batch_size, p.num_heads, p.max_q_len = batch_size, num_heads, max_q_len
     p.total_q, p.max_kv_len, p.num_splits = total_q, max_kv_len, num_splits
+    p.q_dtype = p.out_dtype = _dtype_code(q_dtype)
+    p.kv_dtype = _dtype_code(kv_dtype if kv_dtype is not None else q_dtype)
     return p
 
 
-def reserve(device, max_batch_size, num_heads, max_q_len, max_kv_len, num_splits=0):
+def reserve(device, max_batch_size, num_heads, max_q_len, max_kv_len, num_splits=0,
+            q_dtype=None, kv_dtype=None):
     """Grows the workspace cache of `device` to the largest call expected (call it
-    before CUDA-graph capture so capture and replay never allocate)."""
+    before CUDA-graph capture so capture and replay never allocate). The dtypes
+    are the model's and the pool's (bf16 when None); an fp8 pool's calls take a
+    larger workspace and an fp8 copy of the tail."""
     import ctypes
 
     torch = _torch()
     device = torch.device(device)
     with torch.cuda.device(device):
         p = _host_params(max_batch_size, num_heads, max_q_len, max_kv_len,
-                         max_batch_size * max_q_len, num_splits)
+                         max_batch_size * max_q_len, num_splits, q_dtype, kv_dtype)
         size = ctypes.c_size_t()
         lib.kdtree_verify_workspace_size(p, ctypes.byref(size))
     _scratch.get("workspace", device, size.value, torch.uint8)
     _scratch.get("qo_indptr", device, max_batch_size + 1, torch.int32)
+    _scratch.get("kv_indptr", device, max_batch_size + 1, torch.int32)
+    if kv_dtype == torch.float8_e4m3fn:
+        _scratch.get("tail_fp8", device, max_batch_size * max_q_len * HEAD_DIM, kv_dtype)
 
 
 def verify_extend_mla(q_extend, k_extend, k_buffer, qo_indptr, kv_indptr, kv_indices,
@@ -127,6 +150,13 @@ def verify_extend_mla(q_extend, k_extend, k_buffer, qo_indptr, kv_indptr, kv_ind
         kv_indptr = buf
     if max_kv_len is None:
         max_kv_len = int(kv_indices.shape[0]) + max_len_extend
+    if k_buffer.dtype == torch.float8_e4m3fn and k_extend.dtype != k_buffer.dtype:
+        # The same rounding as the pool's set_kv_buffer (a cast), into cached
+        # memory: stream-ordered and capture-safe.
+        buf = _scratch.get("tail_fp8", device, total_q * HEAD_DIM, k_buffer.dtype)
+        tail = buf[:total_q * HEAD_DIM].view(total_q, 1, HEAD_DIM)
+        tail.copy_(k_extend.view(total_q, 1, HEAD_DIM))
+        k_extend = tail
     if custom_mask is None:
         mask_kind, custom_mask, mask_indptr = s.MASK_CAUSAL, None, None
     else:
@@ -134,7 +164,7 @@ def verify_extend_mla(q_extend, k_extend, k_buffer, qo_indptr, kv_indptr, kv_ind
 
     with torch.cuda.device(device):
         p = _host_params(batch_size, num_heads, max_len_extend, max_kv_len, total_q,
-                         num_splits)
+                         num_splits, q_extend.dtype, k_buffer.dtype)
         import ctypes
 
         size = ctypes.c_size_t()
@@ -178,9 +208,10 @@ if TritonAttnBackend is not None:
 
     class KDTreeTritonAttnBackend(TritonAttnBackend):
         """SGLang's Triton backend with the target-verify extend of MLA layers
-        computed by kdtree_verify_paged. Every other path (prefill, decode,
-        draft extend, non-MLA, fp8 KV, sliding window, soft cap, sinks,
-        deterministic mode) is the parent's, unchanged.
+        computed by kdtree_verify_paged, with a 16-bit or an fp8 e4m3 KV pool
+        (unscaled: layer.k_scale None). Every other path (prefill, decode,
+        draft extend, non-MLA, fp8 e5m2 or scaled KV, sliding window, soft
+        cap, sinks, deterministic mode) is the parent's, unchanged.
 
         The parent's forward_extend still runs (it saves the draft tokens' KV
         and picks the metadata); only its call of extend_attention_fwd is
@@ -192,12 +223,15 @@ if TritonAttnBackend is not None:
         def __init__(self, model_runner, *args, **kwargs):
             super().__init__(model_runner, *args, **kwargs)
             self._kdtree_shadow_left = _shadow_budget()
+            self._kdtree_dtypes = (getattr(model_runner, "dtype", None),
+                                   getattr(model_runner, "kv_cache_dtype", None))
 
         def init_cuda_graph_state(self, max_bs, max_num_tokens, *args, **kwargs):
             super().init_cuda_graph_state(max_bs, max_num_tokens, *args, **kwargs)
             if self.use_mla and self.num_draft_tokens:
                 reserve(self.device, max_bs, self.num_head, int(self.num_draft_tokens),
-                        int(self.max_context_len) + int(self.num_draft_tokens))
+                        int(self.max_context_len) + int(self.num_draft_tokens),
+                        q_dtype=self._kdtree_dtypes[0], kv_dtype=self._kdtree_dtypes[1])
 
         def _kdtree_fits(self, layer, forward_batch):
             return (self.use_mla
@@ -236,17 +270,18 @@ if TritonAttnBackend is not None:
             bound.apply_defaults()
             a = bound.arguments
             q, k_extend, k_buffer = a["q_extend"], a["k_extend"], a["k_buffer"]
+            torch = _torch()
             unsupported = (
                 (a.get("sinks") is not None)
                 or (a.get("logit_cap") or 0) > 0
                 or (a.get("sliding_window_size", -1) or -1) > -1
                 or any(a.get(n) not in (None, 1.0) for n in ("k_scale", "v_scale"))
-                or k_buffer.dtype != q.dtype or k_extend.dtype != q.dtype
-                or q.dtype not in (_torch().bfloat16, _torch().float16)
+                or k_buffer.dtype not in (q.dtype, torch.float8_e4m3fn)
+                or k_extend.dtype not in (q.dtype, k_buffer.dtype)
+                or q.dtype not in (torch.bfloat16, torch.float16)
                 or (a.get("custom_mask") is None and not a.get("is_causal", True)))
             if unsupported:
                 return self.triton_fn(*args, **kwargs)
-            torch = _torch()
             sm_scale = a.get("sm_scale") or q.shape[-1] ** -0.5
             call = dict(qo_indptr=a["qo_indptr"], kv_indptr=a["kv_indptr"],
                         kv_indices=a["kv_indices"], custom_mask=a.get("custom_mask"),
