@@ -195,7 +195,8 @@ struct VerifyBlock {
   // Issues the fp8 loads of the KV tile starting at key k0 (given
   // kv_slot_ids(k0)) into raw, zeros for keys that must not be read, and
   // flags `stage`'s out-of-range slots; returns whether this thread's keys
-  // had one.
+  // had one. Chunk part + 8u is 64 u bytes after chunk `part`: one address
+  // a key, the rest offsets in the instructions.
   __device__ bool fetch_kv_fp8(int64_t k0, int stage, const KvIds& id, KvRaw& raw) const {
     bool any_bad = false;
     const int part = threadIdx.x % kThreadsPerKey;
@@ -206,27 +207,29 @@ struct VerifyBlock {
       const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
       if (part == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
+      const uint2* chunk = reinterpret_cast<const uint2*>(src) + part;
 #pragma unroll
-      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) {
-        raw[pass][u] = src ? __ldg(reinterpret_cast<const uint2*>(src + (part + u * kThreadsPerKey) * 8))
-                           : make_uint2(0, 0);
+      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) raw[pass][u] = make_uint2(0, 0);
+      if (src != nullptr) {
+#pragma unroll
+        for (int u = 0; u < kChunks / kThreadsPerKey; ++u) raw[pass][u] = __ldg(chunk + u * kThreadsPerKey);
       }
     }
     return any_bad;
   }
 
   // fetch_kv_fp8's bytes converted to T (exactly: e4m3 is a subset of bf16
-  // and f16) and stored into `stage`, a 16-byte chunk each.
+  // and f16) and stored into `stage`, a 16-byte chunk each: chunk part + 8u
+  // 128 u bytes after chunk `part` in the swizzled tile (the swizzle keeps
+  // a chunk's bits above the low three), one address a key.
   __device__ void store_kv_fp8(int stage, const KvRaw& raw) const {
     const int part = threadIdx.x % kThreadsPerKey;
     unsigned char* tile = smem + Cfg::kOffKv + stage * Cfg::kKvStageBytes;
 #pragma unroll
     for (int pass = 0; pass < kKvPasses; ++pass) {
-      const int key = pass * kKeysPerPass + threadIdx.x / kThreadsPerKey;
+      uint4* chunk = reinterpret_cast<uint4*>(tile + swizzle(pass * kKeysPerPass + threadIdx.x / kThreadsPerKey, part));
 #pragma unroll
-      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) {
-        *reinterpret_cast<uint4*>(tile + swizzle(key, part + u * kThreadsPerKey)) = fp8x8_to<T>(raw[pass][u]);
-      }
+      for (int u = 0; u < kChunks / kThreadsPerKey; ++u) chunk[u * kThreadsPerKey] = fp8x8_to<T>(raw[pass][u]);
     }
   }
 };
