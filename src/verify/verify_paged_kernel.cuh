@@ -207,10 +207,10 @@ struct VerifyBlock {
       const uint8_t* src = key_row<uint8_t>(a, req, key_end, k0 + key, id[pass], part == 0, &bad);
       if (part == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
-      const uint2* chunk = reinterpret_cast<const uint2*>(src) + part;
 #pragma unroll
       for (int u = 0; u < kChunks / kThreadsPerKey; ++u) raw[pass][u] = make_uint2(0, 0);
       if (src != nullptr) {
+        const uint2* chunk = reinterpret_cast<const uint2*>(src) + part;
 #pragma unroll
         for (int u = 0; u < kChunks / kThreadsPerKey; ++u) raw[pass][u] = __ldg(chunk + u * kThreadsPerKey);
       }
