@@ -43,6 +43,16 @@ def itemsize(dtype):
     return _DTYPES[dtype][1]
 
 
+def torch_dtype_name(dtype):
+    """The _DTYPES key of a torch dtype (torch.bfloat16 -> "bfloat16")."""
+    return str(dtype).replace("torch.", "")
+
+
+def torch_dtype_code(dtype):
+    """The library's dtype code of a torch dtype (None where it has none)."""
+    return _DTYPES.get(torch_dtype_name(dtype), (None, 0))[0]
+
+
 def dtype_name(code):
     return _CODE_NAMES.get(code, f"dtype {code}")
 
@@ -115,7 +125,7 @@ def device_view(name, obj, required=True):
     if _is_torch_tensor(obj):
         if not obj.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
-        key = str(obj.dtype).replace("torch.", "")
+        key = torch_dtype_name(obj.dtype)
         if key not in _DTYPES:
             raise TypeError(f"{name}: unsupported dtype {obj.dtype}")
         return View(name, int(obj.data_ptr()), key, tuple(obj.shape), tuple(obj.stride()),

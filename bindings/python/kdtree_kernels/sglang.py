@@ -36,8 +36,9 @@ import os
 import threading
 
 from . import _structs as s
+from ._arrays import torch_dtype_code
 from ._lib import lib
-from .api import HEAD_DIM_LATENT, HEAD_DIM_ROPE, verify_paged
+from .api import HEAD_DIM_LATENT, HEAD_DIM_ROPE, verify_paged, verify_workspace_size
 
 logger = logging.getLogger(__name__)
 
@@ -73,23 +74,23 @@ class _ScratchCache:
 _scratch = _ScratchCache()
 
 
-def _dtype_code(dtype):
-    """The library's code of a q / KV torch dtype (bf16 when None)."""
-    torch = _torch()
-    return {torch.float16: s.DTYPE_F16, torch.float8_e4m3fn: s.DTYPE_FP8_E4M3}.get(
-        dtype, s.DTYPE_BF16)
-
-
 def _host_params(batch_size, num_heads, max_q_len, max_kv_len, total_q, num_splits=0,
                  q_dtype=None, kv_dtype=None):
-    """The parameters kdtree_verify_workspace_size sizes a call by (the tile
-    configuration, and with it the split count, depends on the KV dtype)."""
+    """The parameters kdtree_verify_workspace_size sizes the largest call by,
+    for reserve(), which has no tensors (the tile configuration, and with it
+    the split count, depends on the KV dtype). A dtype that is None or not
+    the library's (an e5m2 pool, whose calls stay with Triton) counts as q's,
+    and q's as bf16."""
+    def code(dtype, default):
+        c = torch_dtype_code(dtype) if dtype is not None else None
+        return default if c is None else c
+
     p = s.VerifyPagedParams()
     lib.kdtree_verify_paged_params_init(p)
     p.batch_size, p.num_heads, p.max_q_len = batch_size, num_heads, max_q_len
     p.total_q, p.max_kv_len, p.num_splits = total_q, max_kv_len, num_splits
-    p.q_dtype = p.out_dtype = _dtype_code(q_dtype)
-    p.kv_dtype = _dtype_code(kv_dtype if kv_dtype is not None else q_dtype)
+    p.q_dtype = p.out_dtype = code(q_dtype, s.DTYPE_BF16)
+    p.kv_dtype = code(kv_dtype, p.q_dtype)
     return p
 
 
@@ -162,21 +163,17 @@ def verify_extend_mla(q_extend, k_extend, k_buffer, qo_indptr, kv_indptr, kv_ind
     else:
         mask_kind = s.MASK_SGLANG_FULL
 
+    arrays = (q_extend, k_buffer, qo_indptr, kv_indptr, kv_indices, o_extend)
+    call = dict(sm_scale=sm_scale, max_q_len=max_len_extend, max_kv_len=max_kv_len,
+                num_splits=num_splits, lse=lse, tail_kv=k_extend,
+                tail_source=s.TAIL_FROM_EXTEND, mask=custom_mask, mask_indptr=mask_indptr,
+                mask_kind=mask_kind, kv_scale=kv_scale, error_flag=error_flag)
     with torch.cuda.device(device):
-        p = _host_params(batch_size, num_heads, max_len_extend, max_kv_len, total_q,
-                         num_splits, q_extend.dtype, k_buffer.dtype)
-        import ctypes
-
-        size = ctypes.c_size_t()
-        lib.kdtree_verify_workspace_size(p, ctypes.byref(size))
-        workspace = _scratch.get("workspace", device, size.value, torch.uint8)
-        verify_paged(q_extend, k_buffer, qo_indptr, kv_indptr, kv_indices, o_extend,
-                     sm_scale=sm_scale, max_q_len=max_len_extend, max_kv_len=max_kv_len,
-                     num_splits=num_splits, lse=lse, tail_kv=k_extend,
-                     tail_source=s.TAIL_FROM_EXTEND, mask=custom_mask,
-                     mask_indptr=mask_indptr, mask_kind=mask_kind, kv_scale=kv_scale,
-                     error_flag=error_flag, workspace=workspace,
-                     stream=torch.cuda.current_stream(device))
+        # Sized from the call's own arguments (dtypes included), then cached.
+        size = verify_workspace_size(*arrays, **call)
+        workspace = _scratch.get("workspace", device, size, torch.uint8)
+        verify_paged(*arrays, workspace=workspace, stream=torch.cuda.current_stream(device),
+                     **call)
     return o_extend
 
 
