@@ -10,6 +10,10 @@
 
 namespace kdtree {
 
+// (Declared for the host pass too: callers name its template argument.)
+template <uint32_t kSuspendNs>
+__device__ __forceinline__ bool mbarrier_warp_done(uint32_t barrier, uint32_t parity);
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
 __device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t arrivals) {
@@ -83,10 +87,53 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint32_t barrier, uint32_t par
   return done != 0;
 }
 
+// Whether the phase of parity `parity` has completed (acquire), at once.
+__device__ __forceinline__ bool mbarrier_test_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(barrier), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// mbarrier_try_wait with the poll suspended for at most `suspend_ns`.
+__device__ __forceinline__ bool mbarrier_try_wait_for(uint32_t barrier, uint32_t parity, uint32_t suspend_ns) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(barrier), "r"(parity), "r"(suspend_ns)
+      : "memory");
+  return done != 0;
+}
+
 // Spins until the phase of parity `parity` has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
   while (!mbarrier_try_wait(barrier, parity)) {
   }
+}
+
+// Whether the phase of parity `parity` has completed, the same answer in
+// every lane of the warp (each lane's own poll, suspended for up to
+// kSuspendNs or, with 0, a test; a lane that saw it incomplete then waits,
+// at once, for its own acquire).
+template <uint32_t kSuspendNs>
+__device__ __forceinline__ bool mbarrier_warp_done(uint32_t barrier, uint32_t parity) {
+  const bool done =
+      kSuspendNs == 0 ? mbarrier_test_wait(barrier, parity) : mbarrier_try_wait_for(barrier, parity, kSuspendNs);
+  if (!__any_sync(0xffffffffu, done)) return false;
+  mbarrier_wait(barrier, parity);
+  return true;
 }
 
 #endif  // __CUDA_ARCH__ >= 900

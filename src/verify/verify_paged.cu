@@ -40,12 +40,11 @@ TileShape tile_shape(TileConfigId config) {
   }
 }
 
-// The Hopper wgmma kernel takes bf16 / f16 KV on compute capability 9.0 when
-// this library carries its sm_90a cubin (sm_90a code runs on 9.0 only; a build
-// forcing the small config has none, CMakeLists.txt).
-bool use_sm90a(const DeviceInfo& dev, bool kv_fp8) {
-  return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0 && !kv_fp8;
-}
+// The Hopper wgmma kernels run on compute capability 9.0 when this library
+// carries their sm_90a cubin (sm_90a code runs on 9.0 only; a build forcing
+// the small config has none, CMakeLists.txt): every 16-bit KV call, and fp8 KV
+// calls whose splits are long enough for the ping-pong kernel (make_plan).
+bool use_sm90a(const DeviceInfo& dev) { return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0; }
 
 // The partial states' values keep the output's precision when it is bf16
 // (PagedArgs::partial_dtype), else f32.
@@ -83,18 +82,12 @@ void plan_lead_splits(int64_t blocks, int64_t max_kv_len, int sm_count, Plan* pl
   plan->num_splits = splits + 1;
 }
 
-}  // namespace
-
-// One wave: as many splits as keep batch x m_tiles x splits within the
-// resident blocks (kBlocksPerSm per SM), never splits shorter than a few
-// tiles; on sm_90a the ping-pong kernel for long splits, with a lead plan
-// where that is shorter (the kernel chosen before the lead plan adds its
-// last split).
-Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
-  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
-  const bool sm90a = use_sm90a(dev, fp8);
-  const TileShape tile =
-      sm90a ? TileShape{kSm90aRows, kSm90aKeys, 1} : tile_shape(config_for_image(dev.image_arch, fp8));
+// The plan for one tile shape: one wave, as many splits as keep batch x
+// m_tiles x splits within the resident blocks (kBlocksPerSm per SM), never
+// splits shorter than a few tiles; with sm90a the kernel by split length and,
+// for the ping-pong kernel, a lead plan where that is shorter (chosen before
+// the lead plan adds its last split).
+Plan plan_for(const kdtree_verify_paged_params& p, const DeviceInfo& dev, TileShape tile, bool sm90a) {
   const int64_t m_tiles = (int64_t(p.max_q_len) * p.num_heads + tile.rows - 1) / tile.rows;
   const int64_t blocks = std::max<int64_t>(1, int64_t(p.batch_size) * m_tiles);
   Plan plan;
@@ -116,14 +109,31 @@ Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   return plan;
 }
 
+}  // namespace
+
+// On sm_90a the wgmma kernels' plan (tiles of 64 rows and 64 keys, one block
+// an SM), unless fp8 KV's splits are too short for the ping-pong kernel;
+// else the portable config's.
+Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
+  const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
+  if (use_sm90a(dev)) {
+    const Plan plan = plan_for(p, dev, TileShape{kSm90aRows, kSm90aKeys, 1}, true);
+    // fp8 KV runs the ping-pong kernel only; shorter splits take the portable tiles.
+    if (!fp8 || plan.kernel == PagedKernel::kSm90aPingPong) return plan;
+  }
+  return plan_for(p, dev, tile_shape(config_for_image(dev.image_arch, fp8)), false);
+}
+
 void prepare_kernels(const DeviceInfo& dev, const char* fn) {
   const TileConfigId config = config_for_image(dev.image_arch, false);
   const TileConfigId fp8_config = config_for_image(dev.image_arch, true);
-  if (use_sm90a(dev, false)) {
+  if (use_sm90a(dev)) {
     prepare_sm90a<__nv_bfloat16>(dev.smem_optin, fn);
     prepare_sm90a<__half>(dev.smem_optin, fn);
-    prepare_sm90a_pingpong<__nv_bfloat16>(dev.smem_optin, fn);
-    prepare_sm90a_pingpong<__half>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__nv_bfloat16, false>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__half, false>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__nv_bfloat16, true>(dev.smem_optin, fn);
+    prepare_sm90a_pingpong<__half, true>(dev.smem_optin, fn);
   } else {
     prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
     prepare_tiles<__half, false>(config, dev.smem_optin, fn);
@@ -175,8 +185,10 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
 
   const TileConfigId config = config_for_image(dev.image_arch, fp8);
   const bool bf16 = p.q_dtype == KDTREE_DTYPE_BF16;
-  if (plan.kernel == PagedKernel::kSm90aPingPong) {
-    bf16 ? launch_sm90a_pingpong<__nv_bfloat16>(a, stream) : launch_sm90a_pingpong<__half>(a, stream);
+  if (plan.kernel == PagedKernel::kSm90aPingPong && fp8) {
+    bf16 ? launch_sm90a_pingpong<__nv_bfloat16, true>(a, stream) : launch_sm90a_pingpong<__half, true>(a, stream);
+  } else if (plan.kernel == PagedKernel::kSm90aPingPong) {
+    bf16 ? launch_sm90a_pingpong<__nv_bfloat16, false>(a, stream) : launch_sm90a_pingpong<__half, false>(a, stream);
   } else if (plan.kernel == PagedKernel::kSm90a) {
     bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
   } else if (bf16) {

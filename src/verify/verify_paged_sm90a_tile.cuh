@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/cuda_check.hpp"
 #include "common/mma.cuh"
@@ -85,6 +86,43 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Four fp8 e4m3 values (one word, in order) -> four of T, exactly, with no
+// conversion instruction (Hopper runs those at a fraction of the integer
+// rate): each byte goes to a 16-bit lane as T's bits of its value times
+// 2^-(bias(T) - 7) (its sign by a sign-replicating byte permute, its exponent
+// and mantissa shifted into T's fields; e4m3's subnormals become T's), then
+// one packed multiply by 2^(bias(T) - 7). An e4m3 NaN (0x7F / 0xFF, the one
+// code with all seven low bits set) reads as +-480.
+template <class T>
+__device__ __forceinline__ uint2 fp8x4_to(uint32_t word) {
+  constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
+  constexpr int kShift = kBf16 ? 4 : 7;                          // e4m3's 3 mantissa bits to T's 7 / 10
+  constexpr uint32_t kKeep = kBf16 ? 0x87F087F0u : 0xBF80BF80u;  // a lane's sign, exponent and mantissa
+  constexpr uint32_t kScale = kBf16 ? 0x7B807B80u : 0x5C005C00u;  // 2^120 / 2^8 in both lanes
+  uint32_t lanes[2];
+  // Bytes (v, sign(v), w, sign(w)) of the values (0, 1), then (2, 3).
+  asm("prmt.b32 %0, %1, 0, 0x9180;" : "=r"(lanes[0]) : "r"(word));
+  asm("prmt.b32 %0, %1, 0, 0xB3A2;" : "=r"(lanes[1]) : "r"(word));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t bits = (lanes[i] << kShift) & kKeep;
+    if constexpr (kBf16) {
+      asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lanes[i]) : "r"(bits), "r"(kScale));
+    } else {
+      asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(lanes[i]) : "r"(bits), "r"(kScale));
+    }
+  }
+  return make_uint2(lanes[0], lanes[1]);
+}
+
+// Sixteen fp8 e4m3 values -> sixteen of T: the first eight to *lo, the rest to *hi.
+template <class T>
+__device__ __forceinline__ void fp8x16_to(uint4 raw, uint4* lo, uint4* hi) {
+  const uint2 a = fp8x4_to<T>(raw.x), b = fp8x4_to<T>(raw.y), c = fp8x4_to<T>(raw.z), d = fp8x4_to<T>(raw.w);
+  *lo = make_uint4(a.x, a.y, b.x, b.y);
+  *hi = make_uint4(c.x, c.y, d.x, d.y);
 }
 
 // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a Q / KV tile.

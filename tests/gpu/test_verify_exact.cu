@@ -165,11 +165,15 @@ void encodings_agree(Report& report, Rng& rng) {
 }
 
 // Out-of-range slots, in a fragmented cache and (runs) among keys in
-// consecutive slots, long enough for the sm_90a ping-pong kernel.
+// consecutive slots, long enough for the sm_90a ping-pong kernel; 16-bit and
+// fp8 KV (each gather reads rows its own way).
 void out_of_range_slots(Report& report, Rng& rng) {
   for (const bool runs : {false, true})
-  for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64}) {
+  for (int32_t index : {KDTREE_DTYPE_INT32, KDTREE_DTYPE_INT64})
+  for (int32_t kv : {KDTREE_DTYPE_BF16, KDTREE_DTYPE_FP8_E4M3}) {
     PagedSpec s;
+    s.kv_dtype = kv;
+    s.kv_scale = kv == KDTREE_DTYPE_FP8_E4M3 ? 0.05f : 1.0f;
     s.q_lens = {4, 6};
     s.prefixes = {runs ? 4000 : 100, 30};
     s.num_heads = 8;

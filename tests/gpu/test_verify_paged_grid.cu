@@ -164,6 +164,8 @@ int main() {
   // 132 SMs): the sm_90a ping-pong's lead plan, 16 lead splits of 63 tiles
   // and a last split of the rest, on ragged lengths (the shorter requests
   // leave lead splits and the last split empty); 16 splits evenly beside it.
+  // Then the same in fp8 KV (which runs the ping-pong kernel on sm_90a too),
+  // its tail from tail_kv, then f16 q and out.
   {
     PagedSpec s;
     s.q_lens = {16, 16, 9, 16};
@@ -171,6 +173,14 @@ int main() {
     s.num_heads = 8;
     s.mask_kind = KDTREE_MASK_TREE_DENSE;
     check_case(report, s, {0, 16}, rng);
+    s.kv_dtype = KDTREE_DTYPE_FP8_E4M3;
+    s.kv_scale = 0.03f;
+    s.mask_kind = KDTREE_MASK_SGLANG_FULL;
+    s.tail_source = KDTREE_TAIL_FROM_EXTEND;
+    check_case(report, s, {0, 16}, rng);
+    s.q_dtype = s.out_dtype = KDTREE_DTYPE_F16;
+    s.tail_source = KDTREE_TAIL_FROM_INDICES;
+    check_case(report, s, {0}, rng);
   }
   // Slots in ascending runs (a defragmented or page-allocated cache; the
   // cases a gather by runs would take, docs/perf_notes.md session 33): runs
