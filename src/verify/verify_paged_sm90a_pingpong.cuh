@@ -448,42 +448,42 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
       (void)mbarrier_warp_done<kLandedPollNs>(blk.kv_landed(j & 1, (j >> 1) ^ (j & 1)), (converted >> 2) & 1);
     }
   } else {
-  for (int pair = 0; 2 * pair < num_tiles; ++pair) {
-    const bool has_odd = 2 * pair + 1 < num_tiles;
-    const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
-    // (Stamps of pairs 0 and 1, and of the steady pair's copies: a probe build only.)
-    const bool stamped = gtid == 0 && pair < 2;
-    const bool pair_stamped = gtid == 0 && pair == stamps::kStampPair + 1;
-    if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
-    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast00);
-    copy_half(even, 0, 0, true);
-    if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kFirstCopy : stamps::kPair1Copy1, stamps::clock());
-    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied00);
-    if (has_odd) {
-      if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
-      if (stamped && pair == 1) KDTREE_STAMP(stamps::kPair1Copy2Free, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast11);
-      copy_half(odd, 1, 1, true);
-      if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy2 : stamps::kPair1Copy2, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied11);
+    for (int pair = 0; 2 * pair < num_tiles; ++pair) {
+      const bool has_odd = 2 * pair + 1 < num_tiles;
+      const uint32_t parity = (pair - 1) & 1;  // the free phase of the pair before
+      // (Stamps of pairs 0 and 1, and of the steady pair's copies: a probe build only.)
+      const bool stamped = gtid == 0 && pair < 2;
+      const bool pair_stamped = gtid == 0 && pair == stamps::kStampPair + 1;
+      if (pair > 0) mbarrier_wait(blk.kv_free(0, 0), parity);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast00);
+      copy_half(even, 0, 0, true);
+      if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kFirstCopy : stamps::kPair1Copy1, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied00);
+      if (has_odd) {
+        if (pair > 0) mbarrier_wait(blk.kv_free(1, 1), parity);
+        if (stamped && pair == 1) KDTREE_STAMP(stamps::kPair1Copy2Free, stamps::clock());
+        if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast11);
+        copy_half(odd, 1, 1, true);
+        if (stamped) KDTREE_STAMP(pair == 0 ? stamps::kPair0Copy2 : stamps::kPair1Copy2, stamps::clock());
+        if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied11);
+      }
+      if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast01);
+      copy_half(even, 0, 1, false);
+      if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy3, stamps::clock());
+      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied01);
+      if (has_odd) {
+        if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
+        if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast10);
+        copy_half(odd, 1, 0, false);
+        if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy4, stamps::clock());
+        if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied10);
+      }
+      // The next pair's rows (from the ids loaded a pair ago) and the slot ids
+      // of the pair after it.
+      rows_of_pair(pair + 1, ids, &even, &odd);
+      slot_ids_of_pair(pair + 2, ids);
     }
-    if (pair > 0) mbarrier_wait(blk.kv_free(0, 1), parity);
-    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast01);
-    copy_half(even, 0, 1, false);
-    if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy3, stamps::clock());
-    if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied01);
-    if (has_odd) {
-      if (pair > 0) mbarrier_wait(blk.kv_free(1, 0), parity);
-      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast10);
-      copy_half(odd, 1, 0, false);
-      if (stamped && pair == 0) KDTREE_STAMP(stamps::kPair0Copy4, stamps::clock());
-      if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied10);
-    }
-    // The next pair's rows (from the ids loaded a pair ago) and the slot ids
-    // of the pair after it.
-    rows_of_pair(pair + 1, ids, &even, &odd);
-    slot_ids_of_pair(pair + 2, ids);
-  }
   }
   allow_dependent_launch();
   if (gtid == 0) KDTREE_STAMP(stamps::kGatherEnd, stamps::clock());
