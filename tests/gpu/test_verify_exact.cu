@@ -1,5 +1,6 @@
 // Exact cases of SPEC section 7 on the GPU, for kdtree_verify_paged and
-// kdtree_verify_paged_reference: all-ones values give exactly 1; a
+// kdtree_verify_paged_reference: all-ones values give exactly 1 (and every
+// fp8 code as a value gives its value); a
 // TREE_DENSE mask equal to causal equals CAUSAL bitwise; the TREE_DENSE,
 // TREE_BITS and SGLANG_FULL encodings of one tree agree bitwise. Then the
 // device-side error rules: out-of-range slots flagged and invisible,
@@ -14,6 +15,7 @@
 
 #include "common/gpu_test.hpp"
 #include "common/paged_problem.hpp"
+#include "reference/host_dtype.hpp"
 
 using namespace kdtest;
 
@@ -124,6 +126,46 @@ void all_ones_long(Report& report, Rng& rng) {
     PagedProblem problem(s, rng);
     check_all_ones(report, problem, s, std::string("all-ones values, long row, ") + out.second + " out",
                    Entry::kProduction, 1);
+  }
+}
+
+// Every fp8 e4m3 code as a value: value dim d of every key holds code d % 256
+// (the NaN codes 0x7F and 0xFF hold 0: the sm_90a path reads them as +-480,
+// the small tiles as NaN), so each output row is those values times kv_scale
+// whatever the softmax weights (to the fp32 rounding of O and its weight:
+// 1e-4 relative, where a code decoded wrong is off by 1/8 or more).
+// Splits of 63 tiles run the sm_90a ping-pong kernel on an H200, whose gather
+// converts with integer arithmetic and one multiply; 4 and the auto plan's
+// short splits the small tiles' conversion; subnormal codes included.
+void every_fp8_code(Report& report, Rng& rng) {
+  constexpr float kScale = 0.0625f;  // a power of two: each code's value times it is exact
+  const auto code_value = [](int d) {
+    const uint8_t code = static_cast<uint8_t>(d % 256);
+    return (code & 0x7F) == 0x7F ? 0.0f : kdtree::host_dtype::fp8_e4m3_to_float(code) * kScale;
+  };
+  PagedSpec s;
+  s.q_lens = {4};
+  s.prefixes = {4000};
+  s.num_heads = 8;
+  s.mask_kind = KDTREE_MASK_CAUSAL;
+  s.kv_dtype = KDTREE_DTYPE_FP8_E4M3;
+  s.kv_scale = kScale;
+  s.out_dtype = KDTREE_DTYPE_F32;
+  s.value_dim = code_value;
+  PagedProblem problem(s, rng);
+  for (const auto& run : kRuns) {
+    report.add_case();
+    PagedResult got = problem.run_device(run.first, run.second);
+    size_t wrong = 0;
+    double worst = 0.0;
+    for (size_t e = 0; e < size_t(problem.rows_in_requests()) * s.num_heads * 512; ++e) {
+      const double want = code_value(int(e % 512)), err = std::fabs(double(got.out[e]) - want);
+      wrong += !(err <= 1e-4 * std::fabs(want));  // a wrong bit of a code is off by 1/8 or more
+      worst = std::fmax(worst, err / std::fmax(std::fabs(want), 1e-30));
+    }
+    report.check(wrong == 0, label("every fp8 code as a value", run.first, run.second) + ": " +
+                                 std::to_string(wrong) + " outputs off (largest relative error " +
+                                 std::to_string(worst) + ")");
   }
 }
 
@@ -284,6 +326,7 @@ int main() {
   all_ones(report, rng);
   all_ones_rescaled(report, rng);
   all_ones_long(report, rng);
+  every_fp8_code(report, rng);
   dense_causal_equals_causal(report, rng);
   encodings_agree(report, rng);
   out_of_range_slots(report, rng);

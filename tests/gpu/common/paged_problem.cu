@@ -111,7 +111,10 @@ void PagedProblem::generate(Rng& rng) {
     for (int d = 0; d < kDim; ++d) encode_nan(s.kv_dtype, kv_cache_.data(), size_t(slot) * kDim + d);
   auto fill_row = [&](uint8_t* base, size_t row) {
     for (int d = 0; d < kDim; ++d) {
-      float value = (s.ones_values && d < kDimLatent) ? 1.0f : rng.uniform(-2.0f, 2.0f);
+      float value = d >= kDimLatent ? rng.uniform(-2.0f, 2.0f)
+                    : s.value_dim   ? s.value_dim(d)
+                    : s.ones_values ? 1.0f
+                                    : rng.uniform(-2.0f, 2.0f);
       encode(value, s.kv_dtype, base, row * kDim + d, s.kv_scale);
     }
   };

@@ -53,6 +53,8 @@ struct PagedSpec {
   int64_t max_kv_len = 0;
   float sm_scale = 0.0f;
   bool ones_values = false;    // value dims of every key = 1
+  // Value dim d (< 512) of every key, request or tail (empty: ones_values or random).
+  std::function<float(int)> value_dim;
   // Scores set by key (with ones_values: the softmax's rescale paths on
   // chosen data; tail from indices): key j of each request gets rope dims
   // (key_rope0(j), 0, ..., 0) and every query rope dims (1, 0, ..., 0), so a
