@@ -117,9 +117,7 @@ Plan plan_for(const kdtree_verify_paged_params& p, const DeviceInfo& dev, TileSh
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
   const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
   if (use_sm90a(dev)) {
-    const Plan plan = plan_for(p, dev, TileShape{kSm90aRows, kSm90aKeys, 1}, true);
-    // fp8 KV runs the ping-pong kernel only; shorter splits take the portable tiles.
-    if (!fp8 || plan.kernel == PagedKernel::kSm90aPingPong) return plan;
+    return plan_for(p, dev, TileShape{kSm90aRows, kSm90aKeys, 1}, true);
   }
   return plan_for(p, dev, tile_shape(config_for_image(dev.image_arch, fp8)), false);
 }
@@ -128,8 +126,10 @@ void prepare_kernels(const DeviceInfo& dev, const char* fn) {
   const TileConfigId config = config_for_image(dev.image_arch, false);
   const TileConfigId fp8_config = config_for_image(dev.image_arch, true);
   if (use_sm90a(dev)) {
-    prepare_sm90a<__nv_bfloat16>(dev.smem_optin, fn);
-    prepare_sm90a<__half>(dev.smem_optin, fn);
+    prepare_sm90a<__nv_bfloat16, false>(dev.smem_optin, fn);
+    prepare_sm90a<__half, false>(dev.smem_optin, fn);
+    prepare_sm90a<__nv_bfloat16, true>(dev.smem_optin, fn);
+    prepare_sm90a<__half, true>(dev.smem_optin, fn);
     prepare_sm90a_pingpong<__nv_bfloat16, false>(dev.smem_optin, fn);
     prepare_sm90a_pingpong<__half, false>(dev.smem_optin, fn);
     prepare_sm90a_pingpong<__nv_bfloat16, true>(dev.smem_optin, fn);
@@ -189,8 +189,10 @@ void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* w
     bf16 ? launch_sm90a_pingpong<__nv_bfloat16, true>(a, stream) : launch_sm90a_pingpong<__half, true>(a, stream);
   } else if (plan.kernel == PagedKernel::kSm90aPingPong) {
     bf16 ? launch_sm90a_pingpong<__nv_bfloat16, false>(a, stream) : launch_sm90a_pingpong<__half, false>(a, stream);
+  } else if (plan.kernel == PagedKernel::kSm90a && fp8) {
+    bf16 ? launch_sm90a<__nv_bfloat16, true>(a, stream) : launch_sm90a<__half, true>(a, stream);
   } else if (plan.kernel == PagedKernel::kSm90a) {
-    bf16 ? launch_sm90a<__nv_bfloat16>(a, stream) : launch_sm90a<__half>(a, stream);
+    bf16 ? launch_sm90a<__nv_bfloat16, false>(a, stream) : launch_sm90a<__half, false>(a, stream);
   } else if (bf16) {
     fp8 ? launch_tiles<__nv_bfloat16, true>(a, config, stream) : launch_tiles<__nv_bfloat16, false>(a, config, stream);
   } else {

@@ -20,7 +20,9 @@
 //     values give exactly 1).
 //   warpgroup 1 (gather): the KV rows (slot ids into shared memory by
 //     cp.async a tile ahead, rows of tile t + 1 by cp.async into the stage
-//     tile t - 1 left), then O[:, 256..512) = alpha O + P V from the same P,
+//     tile t - 1 left; fp8 e4m3 rows as raw bytes, 4 threads a key, each
+//     converting its own cells to T in place at the top of the tile they
+//     belong to, once its copies have landed), then O[:, 256..512) = alpha O + P V from the same P,
 //     loaded to registers by ldmatrix (its rows' weights come from warpgroup
 //     0 in the epilogue). ldmatrix reads through the generic proxy, as
 //     stmatrix wrote P, so warpgroup 0 hands P over with no async-proxy fence
@@ -55,6 +57,7 @@
 #include "verify/verify_paged_sm90a_tile.cuh"
 
 #include <cmath>
+#include <type_traits>
 
 namespace kdtree::verify {
 namespace {
@@ -116,29 +119,36 @@ struct Sm90aBlock {
 
   // The gather warpgroup's loads of the KV tile at key k0 into `stage` (8
   // threads per key, `gtid` 0..127), with each key's out-of-range flag and
-  // each warp's any-flag.
+  // each warp's any-flag. fp8 KV (kKvFp8): 4 threads per key, each copying
+  // 16 raw bytes of each 64-dim block into the first of the two cells those
+  // dims take in T (convert_fp8_cells converts them in place).
+  template <bool kKvFp8>
   __device__ void load_kv(int64_t k0, int stage, int gtid) const {
-    constexpr int kKeysPerPass = kGroup / 8;
+    using KvElem = std::conditional_t<kKvFp8, uint8_t, T>;
+    constexpr int kPerKey = kKvFp8 ? 4 : 8;
+    constexpr int kKeysPerPass = kGroup / kPerKey;
     bool any_bad = false;
-    const int lane8 = gtid % 8;
+    const int lane8 = gtid % kPerKey;
     const uint32_t tile = base() + kOffKv + stage * kTileBytes;
 #pragma unroll
     for (int pass = 0; pass < kKeys / kKeysPerPass; ++pass) {
-      const int key = pass * kKeysPerPass + gtid / 8;
+      const int key = pass * kKeysPerPass + gtid / kPerKey;
       bool bad;
-      const T* src = key_row<T>(a, req, key_end, k0 + key, slots(stage)[key], lane8 == 0, &bad);
+      const KvElem* src = key_row<KvElem>(a, req, key_end, k0 + key, slots(stage)[key], lane8 == 0, &bad);
       if (lane8 == 0) bad_key(stage)[key] = bad;
       any_bad |= bad;
       // A key that must not be read is zero-filled: 0 source bytes, the
       // address (kv_cache) never dereferenced.
       const int src_bytes = src != nullptr ? 16 : 0;
-      if (src == nullptr) src = static_cast<const T*>(a.kv_cache);
+      if (src == nullptr) src = static_cast<const KvElem*>(a.kv_cache);
       // Chunk lane8 + 8u of the row: the swizzle term is the same for every
       // u, so the nine copies differ only by constant offsets.
       const char* from = reinterpret_cast<const char*>(src) + lane8 * 16;
-      const uint32_t to = tile + chunk_offset(key, lane8);
+      const uint32_t to = tile + chunk_offset(key, kKvFp8 ? 2 * lane8 : lane8);
 #pragma unroll
-      for (int u = 0; u < kDimBlocks; ++u) cp_async_16(to + u * kBlockBytes, from + u * 128, src_bytes);
+      for (int u = 0; u < kDimBlocks; ++u) {
+        cp_async_16(to + u * kBlockBytes, from + u * 64 * int(sizeof(KvElem)), src_bytes);
+      }
     }
     any_bad = __any_sync(0xffffffffu, any_bad);
     if (gtid % 32 == 0) reinterpret_cast<uint8_t*>(bad_warps(stage))[gtid / 32] = any_bad;
@@ -149,7 +159,7 @@ struct Sm90aBlock {
 // kRoute: where the rows go (verify_paged_args.cuh), fixed at compile time
 // for 16-bit rows so that the epilogue, which runs once per block from a cold
 // instruction cache, holds only that route's code.
-template <class T, int kRoute>
+template <class T, bool kKvFp8, int kRoute>
 __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const PagedArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -210,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
   cp_async_wait<1>();
   __syncthreads();
   if (threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0QReady, stamps::clock());
-  if (wg == 1 && num_tiles > 0) blk.load_kv(tile_key(0), 0, gtid);
+  if (wg == 1 && num_tiles > 0) blk.template load_kv<kKvFp8>(tile_key(0), 0, gtid);
   cp_async_commit();
   if (gtid == 0) KDTREE_STAMP(stamps::kFirstCopy, stamps::clock());
   if (wg == 0) {
@@ -246,7 +256,19 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
     // gather warpgroup copies in the loop (warpgroup 0 fenced its Q before
     // the loop, and its P is read by ldmatrix, the generic proxy), so only
     // it needs the fence: a MEMBAR off the score chain.
-    if (wg == 1) fence_proxy_async_smem();
+    if (wg == 1) {
+      if constexpr (kKvFp8) {
+        // fp8 KV: this thread's own cells of the stage, converted in place
+        // once its own copies have landed (the wait above), before the
+        // fence that hands them to wgmma.
+        uint32_t cells[2];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) cells[p] = base + kOffKv + chunk_offset(p * 32 + gtid / 4, 2 * (gtid % 4));
+        convert_fp8_cells<T, 2>(cells, stage, 0);
+        convert_fp8_cells<T, 2>(cells, stage, 1);
+      }
+      fence_proxy_async_smem();
+    }
     __syncthreads();  // also: both warpgroups done with tile t - 1 (P, factors, stage)
     if (tile == 0 && threadIdx.x == 0) KDTREE_STAMP(stamps::kWg0FirstHalf, stamps::clock());
 
@@ -340,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_kernel(const P
       // Tile t + 1's rows into the stage tile t - 1 left, tile t + 2's ids
       // into the slot buffer tile t's ids left.
       if (tile + 1 < num_tiles) {
-        blk.load_kv(tile_key(tile + 1), stage ^ 1, gtid);
+        blk.template load_kv<kKvFp8>(tile_key(tile + 1), stage ^ 1, gtid);
         if (tile + 2 < num_tiles) blk.stage_slots(tile_key(tile + 2), stage, gtid);
       }
       cp_async_commit();
@@ -433,26 +455,30 @@ bool sm90a_pingpong(int64_t max_kv_len, int num_splits) {
 #endif
 }
 
-template <class T>
+template <class T, bool kKvFp8>
 RouteKernels sm90a_kernels() {
-  return {verify_paged_sm90a_kernel<T, kAnyRoute>, verify_paged_sm90a_kernel<T, kToPartials>,
-          verify_paged_sm90a_kernel<T, kToOut>, "verify_paged_sm90a_kernel", "the sm_90a verify tiles",
+  return {verify_paged_sm90a_kernel<T, kKvFp8, kAnyRoute>, verify_paged_sm90a_kernel<T, kKvFp8, kToPartials>,
+          verify_paged_sm90a_kernel<T, kKvFp8, kToOut>, "verify_paged_sm90a_kernel", "the sm_90a verify tiles",
           kThreads, kSmemBytes};
 }
 
-template <class T>
+template <class T, bool kKvFp8>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream) {
-  sm90a_kernels<T>().launch(a, grid_of(a), stream);
+  sm90a_kernels<T, kKvFp8>().launch(a, grid_of(a), stream);
 }
 
-template <class T>
+template <class T, bool kKvFp8>
 void prepare_sm90a(size_t smem_optin, const char* function) {
-  sm90a_kernels<T>().allow_smem(smem_optin, function);
+  sm90a_kernels<T, kKvFp8>().allow_smem(smem_optin, function);
 }
 
-template void launch_sm90a<__nv_bfloat16>(const PagedArgs&, cudaStream_t);
-template void launch_sm90a<__half>(const PagedArgs&, cudaStream_t);
-template void prepare_sm90a<__nv_bfloat16>(size_t, const char*);
-template void prepare_sm90a<__half>(size_t, const char*);
+template void launch_sm90a<__nv_bfloat16, false>(const PagedArgs&, cudaStream_t);
+template void launch_sm90a<__half, false>(const PagedArgs&, cudaStream_t);
+template void prepare_sm90a<__nv_bfloat16, false>(size_t, const char*);
+template void prepare_sm90a<__half, false>(size_t, const char*);
+template void launch_sm90a<__nv_bfloat16, true>(const PagedArgs&, cudaStream_t);
+template void launch_sm90a<__half, true>(const PagedArgs&, cudaStream_t);
+template void prepare_sm90a<__nv_bfloat16, true>(size_t, const char*);
+template void prepare_sm90a<__half, true>(size_t, const char*);
 
 }  // namespace kdtree::verify

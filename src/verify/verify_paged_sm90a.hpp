@@ -33,15 +33,14 @@ bool sm90a_built();
 bool sm90a_pingpong(int64_t max_kv_len, int num_splits);
 
 // T: __nv_bfloat16 or __half, q's type and KV's, or with kKvFp8 q's for fp8
-// e4m3 KV (the ping-pong kernel only: fp8 KV whose splits are shorter takes
-// the portable path).
-template <class T>
+// e4m3 KV (converted to T in shared memory).
+template <class T, bool kKvFp8>
 void launch_sm90a(const PagedArgs& a, cudaStream_t stream);
 template <class T, bool kKvFp8>
 void launch_sm90a_pingpong(const PagedArgs& a, cudaStream_t stream);
 // Raise the kernels' opt-in shared memory; fail UNSUPPORTED if the device
 // offers less.
-template <class T>
+template <class T, bool kKvFp8>
 void prepare_sm90a(size_t smem_optin, const char* function);
 template <class T, bool kKvFp8>
 void prepare_sm90a_pingpong(size_t smem_optin, const char* function);

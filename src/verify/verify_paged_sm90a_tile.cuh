@@ -125,6 +125,41 @@ __device__ __forceinline__ void fp8x16_to(uint4 raw, uint4* lo, uint4* hi) {
   *hi = make_uint4(c.x, c.y, d.x, d.y);
 }
 
+// fp8 KV: the cells a gather thread copied into half `half` of stage `stage`,
+// converted in place: raw cell 2j of a block (dims 16j ..
+// 16j + 15) becomes cells 2j and 2j + 1 in T. `cells`: the raw cell of each
+// of the thread's kN keys in stage 0's block 0. A block's loads go together
+// (one shared-memory round trip a block); the eight threads of a quarter
+// warp, two keys of four cells each, hit eight bank groups (the swizzle).
+// One loop over the blocks, not unrolled: the gather's code per pair is what
+// the SM's instruction caches hold beside the score warpgroups' loops.
+template <class T, int kN>
+__device__ __forceinline__ void convert_fp8_cells(const uint32_t (&cells)[kN], int stage, int half) {
+  const uint32_t stage_at = stage * kTileBytes;
+#pragma unroll 1
+  for (int u = half == 0 ? 0 : kDimBlocks / 2; u < (half == 0 ? kDimBlocks / 2 : kDimBlocks); ++u) {
+    const uint32_t at = stage_at + u * kBlockBytes;
+    uint4 raw[kN];
+#pragma unroll
+    for (int p = 0; p < kN; ++p) {
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(raw[p].x), "=r"(raw[p].y), "=r"(raw[p].z), "=r"(raw[p].w)
+                   : "r"(cells[p] + at));
+    }
+#pragma unroll
+    for (int p = 0; p < kN; ++p) {
+      uint4 lo, hi;
+      fp8x16_to<T>(raw[p], &lo, &hi);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(cells[p] + at), "r"(lo.x), "r"(lo.y), "r"(lo.z),
+                   "r"(lo.w)
+                   : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"((cells[p] ^ 16) + at), "r"(hi.x), "r"(hi.y),
+                   "r"(hi.z), "r"(hi.w)
+                   : "memory");
+    }
+  }
+}
+
 // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a Q / KV tile.
 __device__ __forceinline__ uint32_t chunk_offset(int row, int chunk) {
   return static_cast<uint32_t>((chunk >> 3) * kBlockBytes + row * 128 + (((chunk ^ row) & 7) << 4));
