@@ -54,10 +54,11 @@
 //     whose keys all read a slot id takes the short path (slot_row).
 //     fp8 e4m3 KV (the kKvFp8 kernels, verify_paged_sm90a_pingpong_fp8.cu):
 //     4 threads a key, each row's raw bytes copied into the first cell of
-//     each pair of 16-byte cells they take in T, then converted in place by
-//     the thread that copied them once the half has landed (kv_landed), the
-//     half full after every conversion; the score warpgroups are the 16-bit
-//     kernels' (kv_scale applies to their logits and outputs).
+//     each pair of 16-byte cells they take in T, then converted in place once
+//     the half has landed (kv_landed): keys 0..31 by the gather, keys 32..63
+//     by the score warpgroup whose stage it is, while it waits for the half;
+//     the half full after every conversion (kv_scale applies to the score
+//     warpgroups' logits and outputs).
 // Shared memory (224 KB + 2 KB): Q and each KV stage as nine 64-dim column
 // blocks of [64 rows][128 B] in the 128-byte swizzle wgmma reads; warpgroup
 // 0's P in stage 0's last column block (its rope dims, read by that tile's
@@ -91,8 +92,10 @@ constexpr int kThreads = 3 * kGroup;        // + the gather warpgroup
 // QK's last four k-steps: 8 KB less read from shared memory per tile of the
 // critical warpgroup's path, S1-S7 -0.9..-1.8%; the same budgets without it
 // -0.0..-0.3%; docs/perf_notes.md, session 36). 224 / 216 / 64,
-// 232 / 216 / 56 and 240 / 200 / 64 spill. The fp8 KV kernels' gather, which
-// also converts, fits the same 64.
+// 232 / 216 / 56 and 240 / 200 / 64 spill. The fp8 KV kernels, whose gather
+// and score warpgroups also convert, fit the same budgets, but for warpgroup
+// 0 of the f32-rows kernel, which leaves Q's rope block in shared memory
+// (kRopeInRegs).
 [[maybe_unused]] constexpr int kWg0Regs = 232;
 [[maybe_unused]] constexpr int kWg1Regs = 208;
 [[maybe_unused]] constexpr int kGatherRegs = 64;
@@ -272,8 +275,9 @@ __device__ __forceinline__ void copy_chunk_blocks(uint32_t to, const char* from,
 // per tile (key pass * 32 + gtid / 4; dims 16 (gtid % 4) .. + 15 of the
 // block), each into the first of the two 16-byte cells those dims take in T,
 // and arrives twice on the half's landed barrier; once every thread's copies
-// have landed it converts its own cells in place (convert_fp8_cells) and
-// arrives on the full barrier (the loop's order: gather_warpgroup).
+// have landed it converts its cells of keys 0..31 in place (convert_fp8_cells;
+// the stage's score warpgroup converts keys 32..63) and arrives on the full
+// barrier (the loop's order: gather_warpgroup).
 template <class KvElem, int kN>
 struct TileRows {
   const KvElem* src[kN];  // nullptr: zero-filled (past the split or a flagged slot)
@@ -375,9 +379,8 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
     // Half k's stage and half from j = k % 4.
     const auto stage_of = [](int j) { return j & 1; };
     const auto half_of = [](int j) { return (j >> 1) ^ (j & 1); };
-    uint32_t cells[kN];
-#pragma unroll
-    for (int p = 0; p < kN; ++p) cells[p] = blk.stage_addr(0) + chunk_offset(p * (kKeys / kN) + key_lane, 2 * lane);
+    uint32_t cells[1];  // keys 0..31 (the stage's score warpgroup converts keys 32..63)
+    cells[0] = blk.stage_addr(0) + chunk_offset(key_lane, 2 * lane);
     int issued = 0, converted = 0;
     while (converted < end) {
       if (converted < issued) {
@@ -385,7 +388,7 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
         if (mbarrier_warp_done<0>(blk.kv_landed(stage, half), pair & 1)) {
           // This thread's cells converted, fenced for the score warpgroups'
           // wgmma (the async proxy), and its arrival on the full barrier.
-          convert_fp8_cells<T, kN>(cells, stage, half);
+          convert_fp8_cells<T, 1>(cells, stage, half);
           fence_proxy_async_smem();
           mbarrier_arrive(blk.kv_full(stage, half));
           converted = next(converted);
@@ -544,10 +547,14 @@ __device__ __forceinline__ void copy_o_rows(const Block& blk, bool to_partials, 
 // keeps registers; 0 spills).
 // kRoute: where the rows go (partial states with several splits, else out),
 // or kAnyRoute for the kernel of f32 rows (route_of), which asks the call;
-// with f32 rows (kF32Rows) each warpgroup sums its own weights.
-template <class T, int kWg, int kRoute>
+// with f32 rows (kF32Rows) each warpgroup sums its own weights. kKvFp8: the
+// KV cache is fp8 e4m3, and this warpgroup converts part of its stage.
+template <class T, int kWg, int kRoute, bool kKvFp8>
 __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   constexpr bool kF32Rows = kRoute == kAnyRoute;
+  // Warpgroup 0 holds Q's rope block in registers, but where it also sums
+  // its own weights (f32 rows) and converts fp8 KV: those spilled 4 bytes.
+  constexpr bool kRopeInRegs = kWg == 0 && !(kF32Rows && kKvFp8);
   constexpr float kNegInf = -INFINITY;
   constexpr int kOther = 1 - kWg;
   const PagedArgs& a = blk.a;
@@ -603,7 +610,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   // Warpgroup 0: Q's rope block as its QK's A fragments, k-step ks from call
   // ks. Q stays in shared memory for warpgroup 1.
   uint32_t q_rope[4][4];
-  if constexpr (kWg == 0) {
+  if constexpr (kRopeInRegs) {
     const uint32_t addr = fragment_lane_addr(base + kOffQ + (kDimBlocks - 1) * kBlockBytes, warp_row0);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) ldmatrix_x4(q_rope[ks], addr ^ (ks << 5));
@@ -617,6 +624,21 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
   float s[32];  // set by the first wgmma (scale-d 0); -inf below for a missing tile
   uint32_t visible = ~0u;
   bool needs_mask = false;
+  // fp8 KV: this warpgroup converts keys 32..63 of its own stage's halves,
+  // the gather keys 0..31, each once the half has landed; both then arrive on
+  // the half's full barrier. A half's conversion thus runs in two parts at
+  // once, off the gather's serial path (its time waiting for the half is
+  // this warpgroup's anyway: docs/perf_notes.md, session 59, -3.7..-5.8%).
+  uint32_t own_cells[1];
+  own_cells[0] = blk.stage_addr(0) + chunk_offset(32 + threadIdx.x % kGroup / 4, 2 * (threadIdx.x % 4));
+  const auto convert_own = [&](int half, uint32_t parity) {
+    if constexpr (kKvFp8) {
+      mbarrier_wait(blk.kv_landed(kWg, half), parity);
+      convert_fp8_cells<T, 1>(own_cells, kWg, half);
+      fence_proxy_async_smem();
+      mbarrier_arrive(blk.kv_full(kWg, half));
+    }
+  };
   const auto score_tile = [&](int pair, auto pv_in_flight) {
     const int64_t k0 = blk.tile_key(2 * pair + kWg);
     const uint32_t parity = pair & 1;
@@ -631,7 +653,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
           // (Warpgroup 1's 64-bit adds already compile to in-place increments.)
           const uint64_t qd = kWg == 0 ? wgmma_desc_advance(q_desc, step) : q_desc + step;
           const uint64_t kd = kWg == 0 ? wgmma_desc_advance(k_desc, step) : k_desc + step;
-          if (kWg == 0 && db == kDimBlocks - 1) {
+          if (kRopeInRegs && db == kDimBlocks - 1) {
             wgmma_m64n64k16_rs<T, 0>(s, q_rope[ks], kd, !(first && db == b0 && ks == 0));
           } else {
             wgmma_m64n64k16<T, 0>(s, qd, kd, !(first && db == b0 && ks == 0));
@@ -646,6 +668,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0AtFirstHalf : stamps::kWg1AtFirstHalf, stamps::clock());
     }
     if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0AtFirst : stamps::kWg1AtFirst);
+    convert_own(kWg, parity);
     mbarrier_wait(blk.kv_full(kWg, kWg), parity);
     if (pair == 0 && threadIdx.x % kGroup == 0) {
       KDTREE_STAMP(kWg == 0 ? stamps::kWg0FirstHalf : stamps::kWg1FirstHalf, stamps::clock());
@@ -712,6 +735,7 @@ __device__ __forceinline__ void score_warpgroup(const Sm90aBlock<T>& blk) {
     }
 
     if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0AtSecond : stamps::kWg1AtSecond);
+    convert_own(1 - kWg, parity);
     mbarrier_wait(blk.kv_full(kWg, 1 - kWg), parity);
     if (next_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), kWg == 0 ? stamps::kWg0PastSecond : stamps::kWg1PastSecond);
     fence_proxy_async_acquire_smem();
@@ -987,9 +1011,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     const Sm90aBlock<T> blk{a, smem};  // (its barriers' addresses need no request)
     if (threadIdx.x < 4) {
       // A half is full: 16-bit KV, once each gather thread's copies have
-      // landed and it has arrived; fp8 KV, once each has converted its cells
-      // (after its copies landed and it arrived on the landed barrier).
-      mbarrier_init(blk.kv_full(threadIdx.x / 2, threadIdx.x % 2), kKvFp8 ? kGroup : 2 * kGroup);
+      // landed and it has arrived twice; fp8 KV, once each gather thread and
+      // each thread of the stage's score warpgroup has converted its cells
+      // (after the half landed: every gather thread arrived on kv_landed).
+      mbarrier_init(blk.kv_full(threadIdx.x / 2, threadIdx.x % 2), 2 * kGroup);
       mbarrier_init(blk.kv_free(threadIdx.x / 2, threadIdx.x % 2), kGroup);
       if (kKvFp8) mbarrier_init(blk.kv_landed(threadIdx.x / 2, threadIdx.x % 2), 2 * kGroup);
     }
@@ -1024,10 +1049,10 @@ __global__ void __launch_bounds__(kThreads, 1) verify_paged_sm90a_pingpong_kerne
     if (wg == 0) {
       warpgroup_regs_inc<kWg0Regs>();
       if (threadIdx.x == 0) KDTREE_STAMP(stamps::kScoreRegsSet, stamps::clock());
-      score_warpgroup<T, 0, kRoute>(blk);
+      score_warpgroup<T, 0, kRoute, kKvFp8>(blk);
     } else {
       warpgroup_regs_inc<kWg1Regs>();
-      score_warpgroup<T, 1, kRoute>(blk);
+      score_warpgroup<T, 1, kRoute, kKvFp8>(blk);
     }
     return;
   }
