@@ -9,6 +9,11 @@
 #                                   (the split merge of the same call, after the verify kernel)
 #   bash bench/probes/run_stamps.sh S5:248:pairs    (the ping-pong's steady pair: its hand-offs,
 #                                   each stage half from its free to the wait for its refill)
+#   STAMPS_BENCH_ARGS="--kv-dtype fp8" bash bench/probes/run_stamps.sh S5:248:pairs
+#                                   (extra bench.py arguments: here the fp8 gather, whose pair
+#                                   points keep their meaning: past the half's free, copies issued;
+#                                   the score warpgroups' "at" and "past" waits then include
+#                                   their own part of the half's conversion)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${TMPDIR:-/tmp}/stamps
@@ -19,8 +24,9 @@ for spec in "${@:-S1:63}"; do
   shape=${spec%%:*} rest=${spec#*:}
   tiles=${rest%%:*} kernel=pingpong
   [ "$rest" != "$tiles" ] && kernel=${rest#*:}
+  # shellcheck disable=SC2086  # STAMPS_BENCH_ARGS: several words on purpose
   KDTREE_PROBE_STAMPS=30 timeout 120 python3 bench/bench.py --shapes "$shape" --peers none --quick \
-    > "$log/$shape.log" 2>&1
+    ${STAMPS_BENCH_ARGS:-} > "$log/$shape.log" 2>&1
   echo "== $shape: $(grep -m1 "^\[$shape\]" "$log/$shape.log" | cut -c1-90)"
   if [ "$kernel" = merge ] || [ "$kernel" = pairs ]; then
     python3 bench/probes/stamps_summary.py "$log/$shape.log" --kernel "$kernel"

@@ -402,11 +402,16 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
           // where nothing polled moved ~170 of the kernel's instructions, not
           // measured, so the measured form stays.)
           if (pair > 0) mbarrier_wait(blk.kv_free(stage, half), (pair - 1) & 1);
+          // (The steady pair's points as the 16-bit gather's, j-th half's
+          // pair kGatherPast00 + 2j, kGatherCopied00 + 2j: a probe build only.)
+          const bool pair_stamped = gtid == 0 && pair == stamps::kStampPair + 1;
+          if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherPast00 + 2 * j);
           if (stage == 0) {  // (not a reference chosen at run time: that put both in local memory)
             copy_half(even, 0, half, j < 2);
           } else {
             copy_half(odd, 1, half, j < 2);
           }
+          if (pair_stamped) KDTREE_PAIR_STAMP(blk.pair_stamps(), stamps::kGatherCopied00 + 2 * j);
           const int after = next(issued);
           if (after >> 2 != pair) {
             // The next pair's rows (from the ids loaded a pair ago) and the
