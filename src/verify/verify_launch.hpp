@@ -18,9 +18,9 @@ namespace kdtree::verify {
 inline constexpr int kMaxSplits = 128;
 
 // The split kernel a call runs: the portable tiles (mma.sync + cp.async,
-// sm_80..sm_120, and fp8 KV in short splits), or on sm_90a the single-warpgroup
-// wgmma kernel (short splits of 16-bit KV) or the ping-pong kernel (long
-// splits of any KV dtype, lead plans).
+// sm_80..sm_120), or on sm_90a, for every KV dtype, the single-warpgroup
+// wgmma kernel (short splits) or the ping-pong kernel (long splits, lead
+// plans).
 enum class PagedKernel { kTiles, kSm90a, kSm90aPingPong };
 
 // Host-only decisions for one call, a pure function of host fields and the

@@ -42,8 +42,7 @@ TileShape tile_shape(TileConfigId config) {
 
 // The Hopper wgmma kernels run on compute capability 9.0 when this library
 // carries their sm_90a cubin (sm_90a code runs on 9.0 only; a build forcing
-// the small config has none, CMakeLists.txt): every 16-bit KV call, and fp8 KV
-// calls whose splits are long enough for the ping-pong kernel (make_plan).
+// the small config has none, CMakeLists.txt), for every KV dtype.
 bool use_sm90a(const DeviceInfo& dev) { return sm90a_built() && dev.cc_major == 9 && dev.cc_minor == 0; }
 
 // The partial states' values keep the output's precision when it is bf16
@@ -112,19 +111,16 @@ Plan plan_for(const kdtree_verify_paged_params& p, const DeviceInfo& dev, TileSh
 }  // namespace
 
 // On sm_90a the wgmma kernels' plan (tiles of 64 rows and 64 keys, one block
-// an SM), unless fp8 KV's splits are too short for the ping-pong kernel;
-// else the portable config's.
+// an SM), else the portable config's.
 Plan make_plan(const kdtree_verify_paged_params& p, const DeviceInfo& dev) {
+  if (use_sm90a(dev)) return plan_for(p, dev, TileShape{kSm90aRows, kSm90aKeys, 1}, true);
   const bool fp8 = p.kv_dtype == KDTREE_DTYPE_FP8_E4M3;
-  if (use_sm90a(dev)) {
-    return plan_for(p, dev, TileShape{kSm90aRows, kSm90aKeys, 1}, true);
-  }
   return plan_for(p, dev, tile_shape(config_for_image(dev.image_arch, fp8)), false);
 }
 
+// The kernels make_plan can pick on this device (on sm_90a the wgmma kernels
+// only, for every KV dtype).
 void prepare_kernels(const DeviceInfo& dev, const char* fn) {
-  const TileConfigId config = config_for_image(dev.image_arch, false);
-  const TileConfigId fp8_config = config_for_image(dev.image_arch, true);
   if (use_sm90a(dev)) {
     prepare_sm90a<__nv_bfloat16, false>(dev.smem_optin, fn);
     prepare_sm90a<__half, false>(dev.smem_optin, fn);
@@ -135,11 +131,13 @@ void prepare_kernels(const DeviceInfo& dev, const char* fn) {
     prepare_sm90a_pingpong<__nv_bfloat16, true>(dev.smem_optin, fn);
     prepare_sm90a_pingpong<__half, true>(dev.smem_optin, fn);
   } else {
+    const TileConfigId config = config_for_image(dev.image_arch, false);
+    const TileConfigId fp8_config = config_for_image(dev.image_arch, true);
     prepare_tiles<__nv_bfloat16, false>(config, dev.smem_optin, fn);
     prepare_tiles<__half, false>(config, dev.smem_optin, fn);
+    prepare_tiles<__nv_bfloat16, true>(fp8_config, dev.smem_optin, fn);
+    prepare_tiles<__half, true>(fp8_config, dev.smem_optin, fn);
   }
-  prepare_tiles<__nv_bfloat16, true>(fp8_config, dev.smem_optin, fn);
-  prepare_tiles<__half, true>(fp8_config, dev.smem_optin, fn);
 }
 
 void launch_paged(const kdtree_verify_paged_params& p, const Plan& plan, void* workspace, const DeviceInfo& dev,

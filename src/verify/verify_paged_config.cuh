@@ -134,8 +134,8 @@ static_assert(SmallConfig::kSmemBytes <= 101376, "sm_86/89/120 opt-in shared mem
 #define KDTREE_FORCE_SM120_CONFIG 0
 #endif
 
-// fp8 KV runs the small config on every arch (on sm_90a only where its splits
-// are too short for the ping-pong kernel): its convert-on-load holds a tile's
+// fp8 KV runs the small config on every arch but sm_90a (the wgmma kernels
+// there, when built as sm_90a): its convert-on-load holds a tile's
 // raw bytes in registers from the tile's top to its end (18 a thread), which
 // the large and medium configs' registers do not hold without spilling. With
 // KDTREE_SM90A, sm_90 (built as sm_90a) runs verify_paged_sm90a.cu instead of

@@ -367,9 +367,9 @@ __device__ __forceinline__ void gather_warpgroup(const Sm90aBlock<T>& blk) {
   if constexpr (kKvFp8) {
     // The halves in the 16-bit gather's order, half k of the sequence being
     // pair k / 4's (stage, half) (0, 0), (1, 1), (0, 1), (1, 0) by k % 4, a
-    // last pair without an odd tile skipping stage 1's. A thread converts the
-    // oldest half it has issued as soon as that has landed (a half is full
-    // only after its conversion), else issues the next half if its free has
+    // last pair without an odd tile skipping stage 1's. A thread converts its
+    // part of the oldest half it has issued as soon as that has landed (a
+    // half is full only after both parts' conversions), else issues the next half if its free has
     // come, else sleeps on that landing for up to kLandedPollNs (20, 100 and
     // 500 measured alike). It waits for a free only with nothing issued
     // unconverted, so the frees never wait on a half this thread holds.
